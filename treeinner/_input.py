@@ -1,0 +1,149 @@
+"""Turn user data (numpy, pandas, scipy sparse) into the float64 rows the kernels read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+SPARSE_CHUNK = 8192
+
+
+def _is_sparse(X: Any) -> bool:
+    return hasattr(X, "tocsr") and hasattr(X, "nnz")
+
+
+def _category_codes(col: pd.Series, trained: list | None) -> np.ndarray:
+    """Codes of a pandas categorical column as the booster reads them (NaN where missing).
+
+    With the training categories known, values are matched by value (unseen values get a
+    code past the training ones, which no split contains); otherwise pandas' own codes are used.
+    """
+    codes = col.cat.codes.to_numpy().astype(np.float64)
+    codes[codes < 0] = np.nan
+    if trained is None:
+        return codes
+    lookup = {v: i for i, v in enumerate(trained)}
+    cats = col.cat.categories
+    mapping = np.array(
+        [lookup.get(_plain(c), len(trained) + j) for j, c in enumerate(cats)], dtype=np.float64
+    )
+    out = np.full(codes.shape, np.nan)
+    ok = ~np.isnan(codes)
+    out[ok] = mapping[codes[ok].astype(np.int64)]
+    return out
+
+
+def _plain(v: Any) -> Any:
+    """A category value as a plain Python scalar, comparable with values read from JSON."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def frame_to_array(
+    X: pd.DataFrame,
+    feature_names: Sequence[str],
+    named: bool,
+    categories: dict[int, list] | None,
+) -> np.ndarray:
+    """Reorder a DataFrame's columns to the model's features and convert to float64."""
+    cols = [str(c) for c in X.columns]
+    if named:
+        missing = [f for f in feature_names if f not in set(cols)]
+        extra = [c for c in cols if c not in set(feature_names)]
+        if missing or extra:
+            msg = "DataFrame columns do not match the model's features."
+            if missing:
+                msg += f" Missing: {missing[:10]}{' ...' if len(missing) > 10 else ''}."
+            if extra:
+                msg += f" Not in the model: {extra[:10]}{' ...' if len(extra) > 10 else ''}."
+            raise ValueError(msg)
+        if len(set(cols)) != len(cols):
+            raise ValueError("DataFrame has duplicate column names.")
+        order = [cols.index(f) for f in feature_names]
+    else:
+        if len(cols) != len(feature_names):
+            raise ValueError(
+                f"X has {len(cols)} features, but the model was trained with "
+                f"{len(feature_names)} features."
+            )
+        order = list(range(len(cols)))
+    out = np.empty((len(X), len(order)), dtype=np.float64)
+    bad = []
+    for j, k in enumerate(order):
+        col = X.iloc[:, k]
+        dtype = col.dtype
+        if isinstance(dtype, pd.CategoricalDtype):
+            trained = None if categories is None else categories.get(j)
+            out[:, j] = _category_codes(col, trained)
+        elif pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
+            out[:, j] = col.to_numpy(dtype=np.float64, na_value=np.nan)
+        else:
+            bad.append(f"{cols[k]!r} ({dtype})")
+    if bad:
+        raise TypeError(
+            "Columns must be numeric, boolean or pandas categorical; got " + ", ".join(bad)
+        )
+    return out
+
+
+def as_rows(
+    X: Any,
+    n_features: int,
+    feature_names: Sequence[str],
+    named: bool,
+    categories: dict[int, list] | None = None,
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield ``(first_row, block)`` pairs of C-contiguous float64 blocks covering all rows of X.
+
+    Dense inputs come as one block (converted without a copy where they already are float64 and
+    C-contiguous); scipy sparse inputs in chunks with absent entries as NaN (missing).
+    """
+    if _is_sparse(X):
+        csr = X.tocsr()
+        if csr.ndim != 2:
+            raise ValueError("X must be 2-D.")
+        _check_width(csr.shape[1], n_features)
+        n = csr.shape[0]
+        for start in range(0, n, SPARSE_CHUNK):
+            sub = csr[start : start + SPARSE_CHUNK]
+            block = np.full(sub.shape, np.nan)
+            rows = np.repeat(np.arange(sub.shape[0]), np.diff(sub.indptr))
+            block[rows, sub.indices] = sub.data
+            yield start, block
+        return
+    if isinstance(X, pd.DataFrame):
+        yield 0, frame_to_array(X, feature_names, named, categories)
+        return
+    if isinstance(X, pd.Series):
+        raise ValueError(
+            "X must be 2-D; got a pandas Series. Use X.to_frame().T for one row "
+            "or X.to_frame() for one feature."
+        )
+    arr = np.asarray(X)
+    if arr.ndim != 2:
+        raise ValueError(
+            f"X must be 2-D (rows x features); got an array of shape {arr.shape}. "
+            "Use X.reshape(1, -1) for a single row."
+        )
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"X must be numeric; got dtype {arr.dtype}.")
+    _check_width(arr.shape[1], n_features)
+    yield 0, np.ascontiguousarray(arr, dtype=np.float64)
+
+
+def _check_width(width: int, n_features: int) -> None:
+    if width != n_features:
+        raise ValueError(
+            f"X has {width} features, but the model was trained with {n_features} features."
+        )
+
+
+def n_rows(X: Any) -> int:
+    """Number of rows of a supported input."""
+    return int(X.shape[0])

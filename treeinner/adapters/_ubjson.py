@@ -1,0 +1,142 @@
+"""A small, strict reader of Universal Binary JSON (the format of XGBoost ``.ubj`` models).
+
+Typed numeric arrays (``[$d#L...``) come back as NumPy arrays read in one step. Truncated or
+malformed input raises ``ValueError``; nesting is bounded.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+
+_INT = {b"i": (">i1", 1), b"U": (">u1", 1), b"I": (">i2", 2), b"l": (">i4", 4), b"L": (">i8", 8)}
+_NUM = {**_INT, b"d": (">f4", 4), b"D": (">f8", 8)}
+_MAX_DEPTH = 64
+
+
+class _Reader:
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+        self.pos = 0
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise ValueError("truncated UBJSON data")
+        out = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def marker(self) -> bytes:
+        m = self.take(1)
+        while m == b"N":  # no-op
+            m = self.take(1)
+        return m
+
+    def number(self, m: bytes) -> Any:
+        dt, size = _NUM[m]
+        return np.frombuffer(self.take(size), dtype=dt)[0].item()
+
+    def length(self) -> int:
+        m = self.marker()
+        if m not in _INT:
+            raise ValueError(f"bad UBJSON length marker {m!r}")
+        n = self.number(m)
+        if n < 0:
+            raise ValueError("negative UBJSON length")
+        return n
+
+    def string(self) -> str:
+        try:
+            return self.take(self.length()).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError("invalid UTF-8 in UBJSON string") from e
+
+    def value(self, m: bytes, depth: int) -> Any:
+        if depth > _MAX_DEPTH:
+            raise ValueError("UBJSON nested too deeply")
+        if m in _NUM:
+            return self.number(m)
+        if m == b"S":
+            return self.string()
+        if m == b"C":
+            return self.take(1).decode("latin-1")
+        if m == b"H":
+            return float(self.string())
+        if m == b"Z":
+            return None
+        if m == b"T":
+            return True
+        if m == b"F":
+            return False
+        if m == b"[":
+            return self.array(depth)
+        if m == b"{":
+            return self.obj(depth)
+        raise ValueError(f"unknown UBJSON marker {m!r} at byte {self.pos - 1}")
+
+    def _header(self) -> tuple[bytes | None, int | None]:
+        typ = count = None
+        if self.buf[self.pos : self.pos + 1] == b"$":
+            self.pos += 1
+            typ = self.take(1)
+            if self.take(1) != b"#":
+                raise ValueError("UBJSON typed container without a count")
+            count = self.length()
+        elif self.buf[self.pos : self.pos + 1] == b"#":
+            self.pos += 1
+            count = self.length()
+        return typ, count
+
+    def array(self, depth: int) -> Any:
+        typ, count = self._header()
+        if typ is not None and typ in _NUM:
+            dt, size = _NUM[typ]
+            raw = self.take(size * count)
+            return np.frombuffer(raw, dtype=dt).astype(dt[1:])
+        out = []
+        if count is not None:
+            for _ in range(count):
+                out.append(self.value(typ if typ is not None else self.marker(), depth + 1))
+            return out
+        while True:
+            m = self.marker()
+            if m == b"]":
+                return out
+            out.append(self.value(m, depth + 1))
+
+    def obj(self, depth: int) -> dict:
+        typ, count = self._header()
+        out = {}
+        if count is not None:
+            for _ in range(count):
+                k = self.string()
+                out[k] = self.value(typ if typ is not None else self.marker(), depth + 1)
+            return out
+        while True:
+            if self.buf[self.pos : self.pos + 1] == b"}":
+                self.pos += 1
+                return out
+            k = self.string()
+            out[k] = self.value(self.marker(), depth + 1)
+
+
+def loads(buf: bytes) -> Any:
+    """Decode one UBJSON value from ``buf``.
+
+    Parameters
+    ----------
+    buf : bytes
+
+    Returns
+    -------
+    object
+        dicts, lists, scalars and NumPy arrays (for typed numeric arrays).
+    """
+    r = _Reader(bytes(buf))
+    try:
+        out = r.value(r.marker(), 0)
+    except (struct.error, KeyError, IndexError) as e:
+        raise ValueError(f"corrupt UBJSON data: {e}") from e
+    return out

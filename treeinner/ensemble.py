@@ -1,0 +1,488 @@
+"""The common tree format: every booster's model as one validated set of flat arrays."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from . import _input
+from ._thresholds import float32_le_bound, float32_lt_bound
+from .kernels import routing
+
+__all__ = ["TreeEnsemble"]
+
+FORMAT_VERSION = 1
+
+#: How each source booster compares a value with a numeric threshold.
+DECISION_RULES = {
+    "float32 <": "go left iff float32(x) < threshold (XGBoost)",
+    "float64 <=": "go left iff x <= threshold in float64 (LightGBM)",
+    "float32 <=": "go left iff float32(x) <= border (CatBoost: right iff float32(x) > border)",
+}
+
+_NODE_ARRAYS = {
+    "left": np.int32,
+    "right": np.int32,
+    "feature": np.int32,
+    "threshold": np.float64,
+    "split_type": np.int8,
+    "default_left": np.uint8,
+    "missing_type": np.int8,
+    "value": np.float64,
+    "cover": np.float64,
+    "count": np.float64,
+    "gain": np.float64,
+    "leaf_id": np.int32,
+}
+_TREE_ARRAYS = {
+    "tree_group": np.int32,
+    "tree_iteration": np.int32,
+    "learning_rate": np.float64,
+    "tree_weight": np.float64,
+}
+_OTHER_ARRAYS = {
+    "tree_offsets": np.int64,
+    "cat_offsets": np.int64,
+    "cat_words": np.uint32,
+    "base_margin": np.float64,
+}
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class TreeEnsemble:
+    """All trees of a boosted model as flat arrays, validated once when built.
+
+    Nodes of all trees are concatenated; tree ``t`` owns nodes
+    ``tree_offsets[t]:tree_offsets[t + 1]`` and its root is the first of them. Child indices are
+    global (into the concatenated arrays), -1 at leaves.
+
+    Parameters
+    ----------
+    tree_offsets : ndarray of int64, shape (n_trees + 1,)
+        Start of each tree's nodes; the last entry is the total number of nodes.
+    left, right : ndarray of int32, shape (n_nodes,)
+        Global index of the left and right child, -1 at a leaf.
+    feature : ndarray of int32
+        Split feature (column index), -1 at a leaf.
+    threshold : ndarray of float64
+        Split threshold as stored by the booster (its own comparison rule, see
+        ``decision_rule``); NaN at leaves and categorical nodes.
+    split_type : ndarray of int8
+        0 numeric, 1 categorical with the node's categories going right (XGBoost),
+        2 categorical with the node's categories going left (LightGBM).
+    default_left : ndarray of uint8
+        Direction of missing values.
+    missing_type : ndarray of int8
+        0: NaN is missing; 1: NaN and zero are missing; 2: NaN is read as 0 (LightGBM).
+    value : ndarray of float64
+        Leaf output as added to the margin (shrinkage and tree weights applied); 0 at inner nodes.
+    cover : ndarray of float64
+        Training hessian sum of each node (NaN where the booster does not store it).
+    count : ndarray of float64
+        Training row count of each node (NaN where unknown).
+    gain : ndarray of float64
+        Split gain as stored by the booster, 0 at leaves.
+    leaf_id : ndarray of int32
+        The booster's own number for each leaf (what its leaf-index prediction returns).
+    cat_offsets : ndarray of int64, shape (n_nodes + 1,)
+        Each node's words in ``cat_words``.
+    cat_words : ndarray of uint32
+        Categorical sets as bitsets (bit ``c % 32`` of word ``c // 32`` for category ``c``).
+    tree_group : ndarray of int32, shape (n_trees,)
+        Output (class) each tree adds to.
+    tree_iteration : ndarray of int32
+        Boosting round of each tree (non-decreasing).
+    learning_rate : ndarray of float64
+        Shrinkage applied to each tree.
+    tree_weight : ndarray of float64
+        Extra per-tree weight already folded into ``value`` (DART), 1 otherwise.
+    base_margin : ndarray of float64, shape (n_outputs,)
+        Intercept of each output in margin space.
+    feature_names : tuple of str
+        Names of the features (generated ``f0, f1, ...`` when the model has none).
+    named : bool
+        Whether the names come from the model (DataFrame columns are then matched by name).
+    reg_lambda : float
+        L2 penalty on leaf values.
+    objective : str
+        Objective in the source booster's spelling.
+    objective_params : dict
+        Objective parameters (tweedie power, huber slope, number of classes, ...).
+    decision_rule : str
+        One of ``DECISION_RULES``.
+    float32_sum : bool
+        Whether the booster adds leaf values in float32 (XGBoost).
+    source, source_version : str
+        The booster and version the model came from.
+    categories : dict
+        Training category values per feature index, for coding pandas categorical columns.
+    params : dict
+        Training hyperparameters read from the model that matter for exactness.
+    inexact : tuple of str
+        Reasons why leaf values are not exactly ``-lr G / (H + lambda)``, if any.
+    """
+
+    tree_offsets: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    split_type: np.ndarray
+    default_left: np.ndarray
+    missing_type: np.ndarray
+    value: np.ndarray
+    cover: np.ndarray
+    count: np.ndarray
+    gain: np.ndarray
+    leaf_id: np.ndarray
+    cat_offsets: np.ndarray
+    cat_words: np.ndarray
+    tree_group: np.ndarray
+    tree_iteration: np.ndarray
+    learning_rate: np.ndarray
+    tree_weight: np.ndarray
+    base_margin: np.ndarray
+    feature_names: tuple[str, ...]
+    named: bool = True
+    reg_lambda: float = 1.0
+    objective: str = "reg:squarederror"
+    objective_params: dict = field(default_factory=dict)
+    decision_rule: str = "float32 <"
+    float32_sum: bool = True
+    source: str = "unknown"
+    source_version: str = ""
+    categories: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+    inexact: tuple[str, ...] = ()
+
+    # ------------------------------------------------------------------ construction
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        for name, dtype in {**_NODE_ARRAYS, **_TREE_ARRAYS, **_OTHER_ARRAYS}.items():
+            arr = np.ascontiguousarray(getattr(self, name), dtype=dtype)
+            if arr.ndim != 1:
+                raise ValueError(f"TreeEnsemble.{name} must be 1-D, got shape {arr.shape}.")
+            arr = arr.copy() if arr.flags.writeable else arr
+            arr.setflags(write=False)
+            set_(self, name, arr)
+        set_(self, "feature_names", tuple(str(f) for f in self.feature_names))
+        set_(self, "categories", {int(k): list(v) for k, v in dict(self.categories).items()})
+        set_(self, "inexact", tuple(self.inexact))
+        set_(self, "reg_lambda", float(self.reg_lambda))
+        self._validate()
+        set_(self, "_bound", self._make_bound())
+        self._bound.setflags(write=False)
+
+    def _validate(self) -> None:
+        n_nodes = self.left.shape[0]
+        for name in _NODE_ARRAYS:
+            if getattr(self, name).shape[0] != n_nodes:
+                raise ValueError(
+                    f"Corrupt ensemble: node array {name!r} has "
+                    f"{getattr(self, name).shape[0]} entries, expected {n_nodes}."
+                )
+        off = self.tree_offsets
+        n_trees = off.shape[0] - 1
+        if n_trees < 1:
+            raise ValueError("The model has no trees.")
+        if off[0] != 0 or off[-1] != n_nodes or np.any(np.diff(off) < 1):
+            raise ValueError("Corrupt ensemble: tree_offsets must rise from 0 to the node count.")
+        for name in _TREE_ARRAYS:
+            if getattr(self, name).shape[0] != n_trees:
+                raise ValueError(
+                    f"Corrupt ensemble: {name!r} has {getattr(self, name).shape[0]} entries "
+                    f"for {n_trees} trees."
+                )
+        n_out = self.base_margin.shape[0]
+        if n_out < 1:
+            raise ValueError("Corrupt ensemble: base_margin is empty.")
+        if not np.all(np.isfinite(self.base_margin)):
+            raise ValueError("Corrupt ensemble: base_margin is not finite.")
+        if np.any(self.tree_group < 0) or np.any(self.tree_group >= n_out):
+            raise ValueError(f"Corrupt ensemble: tree_group outside [0, {n_out}).")
+        if np.any(np.diff(self.tree_iteration) < 0) or self.tree_iteration[0] < 0:
+            raise ValueError("Corrupt ensemble: tree_iteration must be non-decreasing from 0.")
+        if not np.all(np.isfinite(self.learning_rate)) or np.any(self.learning_rate <= 0):
+            raise ValueError("learning_rate must be positive and finite for every tree.")
+        if not np.isfinite(self.reg_lambda) or self.reg_lambda < 0:
+            raise ValueError(f"reg_lambda must be finite and >= 0, got {self.reg_lambda}.")
+        if self.decision_rule not in DECISION_RULES:
+            raise ValueError(
+                f"Unknown decision_rule {self.decision_rule!r}; expected one of "
+                f"{sorted(DECISION_RULES)}."
+            )
+        p = len(self.feature_names)
+        if p < 1:
+            raise ValueError("The model has no features.")
+        depth = np.zeros(n_trees, dtype=np.int64)
+        code, node = routing.check_structure(self.left, self.right, off, depth)
+        if code:
+            tree = int(np.searchsorted(off, node, side="right") - 1)
+            what = {
+                1: "has a child index outside its tree",
+                2: "has only one child",
+                3: "is reached twice from the root (a cycle or a shared child)",
+                4: "is not reachable from its tree's root",
+                5: "points back at its tree's root",
+            }[code]
+            raise ValueError(f"Corrupt ensemble: node {node} (tree {tree}) {what}.")
+        object.__setattr__(self, "max_depth", int(depth.max()))
+        inner = self.left >= 0
+        f = self.feature[inner]
+        if np.any(f < 0) or np.any(f >= p):
+            raise ValueError(f"Corrupt ensemble: split feature outside [0, {p}).")
+        st = self.split_type[inner]
+        if np.any((st < 0) | (st > 2)):
+            raise ValueError("Corrupt ensemble: unknown split_type.")
+        if np.any((self.missing_type < 0) | (self.missing_type > 2)):
+            raise ValueError("Corrupt ensemble: unknown missing_type.")
+        num = inner & (self.split_type == routing.NUMERIC)
+        if np.any(np.isnan(self.threshold[num])):
+            raise ValueError("Corrupt ensemble: a numeric split has a NaN threshold.")
+        if not np.all(np.isfinite(self.value[~inner])):
+            raise ValueError("Corrupt ensemble: a leaf value is not finite.")
+        co = self.cat_offsets
+        if (
+            co.shape[0] != n_nodes + 1
+            or co[0] != 0
+            or co[-1] != self.cat_words.shape[0]
+            or np.any(np.diff(co) < 0)
+        ):
+            raise ValueError("Corrupt ensemble: cat_offsets do not index cat_words.")
+        for k in self.categories:
+            if not 0 <= k < p:
+                raise ValueError(f"Corrupt ensemble: categories given for feature {k}.")
+
+    def _make_bound(self) -> np.ndarray:
+        thr = np.where(np.isnan(self.threshold), 0.0, self.threshold)
+        if self.decision_rule == "float32 <":
+            return float32_lt_bound(thr.astype(np.float32))
+        if self.decision_rule == "float32 <=":
+            return float32_le_bound(thr.astype(np.float32))
+        return thr.copy()
+
+    @property
+    def _float32_input(self) -> bool:
+        return self.decision_rule.startswith("float32")
+
+    def _nodes(self) -> tuple:
+        """The node arrays in the order the kernels take them."""
+        return (
+            self.left,
+            self.right,
+            self.feature,
+            self._bound,
+            self.split_type,
+            self.default_left,
+            self.missing_type,
+            self.cat_offsets,
+            self.cat_words,
+            self.value,
+            self.leaf_id,
+            self.tree_offsets,
+            self.tree_group,
+        )
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_trees(self) -> int:
+        """Number of trees."""
+        return int(self.tree_offsets.shape[0] - 1)
+
+    @property
+    def n_nodes(self) -> int:
+        """Number of nodes over all trees."""
+        return int(self.left.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        """Number of input features."""
+        return len(self.feature_names)
+
+    @property
+    def n_outputs(self) -> int:
+        """Number of outputs (classes of a multiclass model, else 1)."""
+        return int(self.base_margin.shape[0])
+
+    @property
+    def n_iterations(self) -> int:
+        """Number of boosting rounds."""
+        return int(self.tree_iteration[-1]) + 1
+
+    def __repr__(self) -> str:
+        return (
+            f"TreeEnsemble(source={self.source!r}, objective={self.objective!r}, "
+            f"n_trees={self.n_trees}, n_features={self.n_features}, "
+            f"n_outputs={self.n_outputs}, max_depth={self.max_depth})"
+        )
+
+    # ------------------------------------------------------------------ prediction
+    def _tree_range(self, iteration_range: tuple[int, int] | None) -> tuple[int, int]:
+        if iteration_range is None:
+            return 0, self.n_trees
+        start, stop = (int(v) for v in iteration_range)
+        if stop == 0:
+            stop = self.n_iterations
+        if not 0 <= start < stop <= self.n_iterations:
+            raise ValueError(
+                f"iteration_range {iteration_range} outside the model's "
+                f"{self.n_iterations} iterations."
+            )
+        lo = int(np.searchsorted(self.tree_iteration, start, side="left"))
+        hi = int(np.searchsorted(self.tree_iteration, stop, side="left"))
+        return lo, hi
+
+    def _blocks(self, X: Any):
+        return _input.as_rows(
+            X, self.n_features, self.feature_names, self.named, self.categories or None
+        )
+
+    def predict_margin(
+        self, X: Any, iteration_range: tuple[int, int] | None = None
+    ) -> np.ndarray:
+        """Raw (margin) prediction, bit-exact with the source booster.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), DataFrame or scipy sparse matrix
+            Rows to predict. DataFrame columns are matched by name; absent sparse entries and
+            NaN are missing values.
+        iteration_range : tuple of int, optional
+            Boosting rounds ``[start, stop)`` to use, as in XGBoost (``stop=0`` means all);
+            the base margin is always included.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        """
+        lo, hi = self._tree_range(iteration_range)
+        n = _input.n_rows(X)
+        out = np.empty((n, self.n_outputs), dtype=np.float64)
+        nodes = self._nodes()
+        for start, block in self._blocks(X):
+            routing.predict_margin(
+                block,
+                nodes,
+                lo,
+                hi,
+                self.base_margin,
+                self.float32_sum,
+                self._float32_input,
+                out[start : start + block.shape[0]],
+            )
+        return out[:, 0] if self.n_outputs == 1 else out
+
+    def leaf_index(self, X: Any, iteration_range: tuple[int, int] | None = None) -> np.ndarray:
+        """The booster's leaf number reached by every row in every tree.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame or scipy sparse matrix
+            Rows to route, as for :meth:`predict_margin`.
+        iteration_range : tuple of int, optional
+            Boosting rounds ``[start, stop)`` to use.
+
+        Returns
+        -------
+        ndarray of int32, shape (n_samples, n_trees)
+        """
+        lo, hi = self._tree_range(iteration_range)
+        n = _input.n_rows(X)
+        out = np.empty((n, hi - lo), dtype=np.int32)
+        nodes = self._nodes()
+        for start, block in self._blocks(X):
+            routing.leaf_index(
+                block, nodes, lo, hi, self._float32_input, out[start : start + block.shape[0]]
+            )
+        return out
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the ensemble to ``path`` as a NumPy ``.npz`` archive (no pickle).
+
+        Parameters
+        ----------
+        path : str or path-like
+            Destination; ``.npz`` is appended by NumPy when missing.
+        """
+        arrays = {n: getattr(self, n) for n in {**_NODE_ARRAYS, **_TREE_ARRAYS, **_OTHER_ARRAYS}}
+        meta = {
+            "format": "treeinner.TreeEnsemble",
+            "format_version": FORMAT_VERSION,
+            "feature_names": list(self.feature_names),
+            "categories": {str(k): [_json_scalar(c) for c in v] for k, v in self.categories.items()},
+        }
+        for f in fields(self):
+            if f.name not in arrays and f.name not in meta:
+                meta[f.name] = getattr(self, f.name)
+        meta["inexact"] = list(self.inexact)
+        blob = json.dumps(meta, default=_json_scalar).encode()
+        np.savez_compressed(path, __meta__=np.frombuffer(blob, dtype=np.uint8), **arrays)
+
+    @classmethod
+    def load_npz(cls, path: str | os.PathLike) -> TreeEnsemble:
+        """Read an ensemble written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or path-like
+
+        Returns
+        -------
+        TreeEnsemble
+        """
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                data = {k: z[k] for k in z.files}
+        except (OSError, ValueError, EOFError) as e:
+            raise ValueError(f"{os.fspath(path)!r} is not a readable .npz file: {e}") from e
+        if "__meta__" not in data:
+            raise ValueError(f"{os.fspath(path)!r} is an .npz file but not a saved TreeEnsemble.")
+        try:
+            meta = json.loads(data.pop("__meta__").tobytes().decode())
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{os.fspath(path)!r}: corrupt metadata ({e}).") from e
+        if meta.pop("format", None) != "treeinner.TreeEnsemble":
+            raise ValueError(f"{os.fspath(path)!r} is not a saved TreeEnsemble.")
+        version = meta.pop("format_version", None)
+        if version != FORMAT_VERSION:
+            raise ValueError(f"Unsupported TreeEnsemble format version {version}.")
+        meta["categories"] = {int(k): v for k, v in meta.get("categories", {}).items()}
+        meta["feature_names"] = tuple(meta["feature_names"])
+        meta["inexact"] = tuple(meta.get("inexact", ()))
+        known = {f.name for f in fields(cls)}
+        missing = known - set(data) - set(meta)
+        if missing:
+            raise ValueError(f"{os.fspath(path)!r} lacks {sorted(missing)}.")
+        kwargs = {k: v for k, v in {**data, **meta}.items() if k in known}
+        return cls(**kwargs)
+
+    def replace(self, **changes: Any) -> TreeEnsemble:
+        """A copy with some fields replaced (validated again).
+
+        Parameters
+        ----------
+        **changes
+            Field values to replace, e.g. ``reg_lambda=1.0``.
+
+        Returns
+        -------
+        TreeEnsemble
+        """
+        kwargs = {f.name: getattr(self, f.name) for f in fields(self)}
+        kwargs.update(changes)
+        return type(self)(**kwargs)
+
+
+def _json_scalar(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, tuple):
+        return list(v)
+    raise TypeError(f"Cannot store {type(v).__name__} in a TreeEnsemble file.")

@@ -1,0 +1,1 @@
+"""Numba kernels. No pandas, no booster imports: arrays in, arrays out."""
