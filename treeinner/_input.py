@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -33,6 +34,15 @@ def _category_codes(col: pd.Series, trained: list | None) -> np.ndarray:
     out = np.full(codes.shape, np.nan)
     ok = ~np.isnan(codes)
     out[ok] = mapping[codes[ok].astype(np.int64)]
+    unseen = out >= len(trained)
+    if np.any(unseen):
+        values = sorted({str(cats[int(i)]) for i in codes[unseen]})[:5]
+        warnings.warn(
+            f"Column {col.name!r} has categories not seen in training ({', '.join(values)}); "
+            "they are routed as an unseen category code (matching no split's set).",
+            UserWarning,
+            stacklevel=5,
+        )
     return out
 
 
@@ -98,34 +108,33 @@ def as_rows(
     feature_names: Sequence[str],
     named: bool,
     categories: dict[int, list] | None = None,
-) -> Iterator[tuple[int, np.ndarray]]:
-    """Yield ``(first_row, block)`` pairs of C-contiguous float64 blocks covering all rows of X.
+) -> tuple[int, Iterator[tuple[int, np.ndarray]]]:
+    """Validate X and return ``(n_rows, blocks)``.
 
-    Dense inputs come as one block (converted without a copy where they already are float64 and
+    ``blocks`` yields ``(first_row, block)`` pairs of C-contiguous float64 arrays covering all
+    rows. Dense inputs come as one block (no copy where they already are float64 and
     C-contiguous); scipy sparse inputs in chunks with absent entries as NaN (missing).
     """
     if _is_sparse(X):
         csr = X.tocsr()
         if csr.ndim != 2:
             raise ValueError("X must be 2-D.")
+        if csr.dtype.kind not in "biuf":
+            raise TypeError(f"X must be numeric; got dtype {csr.dtype}.")
         _check_width(csr.shape[1], n_features)
-        n = csr.shape[0]
-        for start in range(0, n, SPARSE_CHUNK):
-            sub = csr[start : start + SPARSE_CHUNK]
-            block = np.full(sub.shape, np.nan)
-            rows = np.repeat(np.arange(sub.shape[0]), np.diff(sub.indptr))
-            block[rows, sub.indices] = sub.data
-            yield start, block
-        return
+        return csr.shape[0], _sparse_blocks(csr)
     if isinstance(X, pd.DataFrame):
-        yield 0, frame_to_array(X, feature_names, named, categories)
-        return
+        arr = frame_to_array(X, feature_names, named, categories)
+        return arr.shape[0], iter([(0, arr)])
     if isinstance(X, pd.Series):
         raise ValueError(
             "X must be 2-D; got a pandas Series. Use X.to_frame().T for one row "
             "or X.to_frame() for one feature."
         )
-    arr = np.asarray(X)
+    try:
+        arr = np.asarray(X)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"X could not be read as a numeric array: {e}") from e
     if arr.ndim != 2:
         raise ValueError(
             f"X must be 2-D (rows x features); got an array of shape {arr.shape}. "
@@ -134,7 +143,18 @@ def as_rows(
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"X must be numeric; got dtype {arr.dtype}.")
     _check_width(arr.shape[1], n_features)
-    yield 0, np.ascontiguousarray(arr, dtype=np.float64)
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    return arr.shape[0], iter([(0, arr)])
+
+
+def _sparse_blocks(csr: Any) -> Iterator[tuple[int, np.ndarray]]:
+    n = csr.shape[0]
+    for start in range(0, n, SPARSE_CHUNK):
+        sub = csr[start : start + SPARSE_CHUNK]
+        block = np.full(sub.shape, np.nan)
+        rows = np.repeat(np.arange(sub.shape[0]), np.diff(sub.indptr))
+        block[rows, sub.indices] = sub.data
+        yield start, block
 
 
 def _check_width(width: int, n_features: int) -> None:
@@ -142,8 +162,3 @@ def _check_width(width: int, n_features: int) -> None:
         raise ValueError(
             f"X has {width} features, but the model was trained with {n_features} features."
         )
-
-
-def n_rows(X: Any) -> int:
-    """Number of rows of a supported input."""
-    return int(X.shape[0])

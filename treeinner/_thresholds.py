@@ -29,9 +29,9 @@ def float32_le_bound(s: np.ndarray) -> np.ndarray:
     ndarray of float64
     """
     s = np.asarray(s, dtype=np.float32)
-    up = np.nextafter(s, np.float32(np.inf)).astype(np.float64)
     s64 = s.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
+        up = np.nextafter(s, np.float32(np.inf)).astype(np.float64)
         up = np.where(s64 == _F32_MAX, 2.0 * _F32_OVERFLOW - _F32_MAX, up)
         mid = 0.5 * (s64 + up)  # exact: 25 significant bits fit in a float64
     # A float64 exactly at the midpoint rounds to the float32 with an even mantissa.

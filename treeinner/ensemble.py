@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
+import zlib
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -16,6 +18,7 @@ from .kernels import routing
 __all__ = ["TreeEnsemble"]
 
 FORMAT_VERSION = 1
+_SERIAL_WORK = 50_000  # rows x trees below which the kernels run on the calling thread
 
 #: How each source booster compares a value with a numeric threshold.
 DECISION_RULES = {
@@ -163,10 +166,18 @@ class TreeEnsemble:
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         for name, dtype in {**_NODE_ARRAYS, **_TREE_ARRAYS, **_OTHER_ARRAYS}.items():
-            arr = np.ascontiguousarray(getattr(self, name), dtype=dtype)
-            if arr.ndim != 1:
-                raise ValueError(f"TreeEnsemble.{name} must be 1-D, got shape {arr.shape}.")
-            arr = arr.copy() if arr.flags.writeable else arr
+            raw = np.asarray(getattr(self, name))
+            if raw.ndim != 1:
+                raise ValueError(f"TreeEnsemble.{name} must be 1-D, got shape {raw.shape}.")
+            if np.dtype(dtype).kind in "iu" and raw.size:
+                if raw.dtype.kind not in "biuf" or (
+                    raw.dtype.kind == "f" and not np.all(np.isfinite(raw) & (raw == np.round(raw)))
+                ):
+                    raise ValueError(f"Corrupt ensemble: {name} must hold integers.")
+                info = np.iinfo(dtype)
+                if raw.min() < info.min or raw.max() > info.max:
+                    raise ValueError(f"Corrupt ensemble: {name} has values outside {dtype}.")
+            arr = np.array(raw, dtype=dtype, copy=True, order="C")  # owned, then frozen
             arr.setflags(write=False)
             set_(self, name, arr)
         set_(self, "feature_names", tuple(str(f) for f in self.feature_names))
@@ -327,7 +338,7 @@ class TreeEnsemble:
         start, stop = (int(v) for v in iteration_range)
         if stop == 0:
             stop = self.n_iterations
-        if not 0 <= start < stop <= self.n_iterations:
+        if not 0 <= start <= stop <= self.n_iterations:
             raise ValueError(
                 f"iteration_range {iteration_range} outside the model's "
                 f"{self.n_iterations} iterations."
@@ -336,14 +347,12 @@ class TreeEnsemble:
         hi = int(np.searchsorted(self.tree_iteration, stop, side="left"))
         return lo, hi
 
-    def _blocks(self, X: Any):
+    def _blocks(self, X: Any) -> tuple[int, Any]:
         return _input.as_rows(
             X, self.n_features, self.feature_names, self.named, self.categories or None
         )
 
-    def predict_margin(
-        self, X: Any, iteration_range: tuple[int, int] | None = None
-    ) -> np.ndarray:
+    def predict_margin(self, X: Any, iteration_range: tuple[int, int] | None = None) -> np.ndarray:
         """Raw (margin) prediction, bit-exact with the source booster.
 
         Parameters
@@ -360,11 +369,14 @@ class TreeEnsemble:
         ndarray of shape (n_samples,) or (n_samples, n_outputs)
         """
         lo, hi = self._tree_range(iteration_range)
-        n = _input.n_rows(X)
+        n, blocks = self._blocks(X)
         out = np.empty((n, self.n_outputs), dtype=np.float64)
         nodes = self._nodes()
-        for start, block in self._blocks(X):
-            routing.predict_margin(
+        for start, block in blocks:
+            kernel = self._pick(
+                routing.predict_margin, routing.predict_margin_serial, block, hi - lo
+            )
+            kernel(
                 block,
                 nodes,
                 lo,
@@ -391,14 +403,18 @@ class TreeEnsemble:
         ndarray of int32, shape (n_samples, n_trees)
         """
         lo, hi = self._tree_range(iteration_range)
-        n = _input.n_rows(X)
+        n, blocks = self._blocks(X)
         out = np.empty((n, hi - lo), dtype=np.int32)
         nodes = self._nodes()
-        for start, block in self._blocks(X):
-            routing.leaf_index(
-                block, nodes, lo, hi, self._float32_input, out[start : start + block.shape[0]]
-            )
+        for start, block in blocks:
+            kernel = self._pick(routing.leaf_index, routing.leaf_index_serial, block, hi - lo)
+            kernel(block, nodes, lo, hi, self._float32_input, out[start : start + block.shape[0]])
         return out
+
+    @staticmethod
+    def _pick(parallel, serial, block: np.ndarray, n_trees: int):
+        """The serial kernel where waking the thread pool would cost more than the work."""
+        return serial if block.shape[0] * max(n_trees, 1) < _SERIAL_WORK else parallel
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> None:
@@ -414,7 +430,9 @@ class TreeEnsemble:
             "format": "treeinner.TreeEnsemble",
             "format_version": FORMAT_VERSION,
             "feature_names": list(self.feature_names),
-            "categories": {str(k): [_json_scalar(c) for c in v] for k, v in self.categories.items()},
+            "categories": {
+                str(k): [_json_scalar(c) for c in v] for k, v in self.categories.items()
+            },
         }
         for f in fields(self):
             if f.name not in arrays and f.name not in meta:
@@ -438,7 +456,7 @@ class TreeEnsemble:
         try:
             with np.load(path, allow_pickle=False) as z:
                 data = {k: z[k] for k in z.files}
-        except (OSError, ValueError, EOFError) as e:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
             raise ValueError(f"{os.fspath(path)!r} is not a readable .npz file: {e}") from e
         if "__meta__" not in data:
             raise ValueError(f"{os.fspath(path)!r} is an .npz file but not a saved TreeEnsemble.")
@@ -479,6 +497,8 @@ class TreeEnsemble:
 
 
 def _json_scalar(v: Any) -> Any:
+    if v is None or isinstance(v, (str, int, float, bool)):
+        return v
     if isinstance(v, np.generic):
         return v.item()
     if isinstance(v, np.ndarray):

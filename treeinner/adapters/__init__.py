@@ -65,9 +65,7 @@ def from_model(
                 model.get_booster()
             except Exception as e:  # NotFittedError and the like
                 raise ValueError(f"The {type(model).__name__} is not fitted: {e}") from e
-        return xgb_adapter.from_booster(
-            model, learning_rate=learning_rate, reg_lambda=reg_lambda
-        )
+        return xgb_adapter.from_booster(model, learning_rate=learning_rate, reg_lambda=reg_lambda)
     if mod in ("lightgbm", "catboost"):
         raise NotImplementedError(f"{mod} models are not supported yet.")
     raise TypeError(
@@ -147,7 +145,7 @@ def load(
     if kind == "json":
         try:
             doc = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
             raise ValueError(f"{path!r} is not valid JSON (truncated or corrupt?): {e}") from e
     elif kind == "ubjson":
         from ._ubjson import loads

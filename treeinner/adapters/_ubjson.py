@@ -89,8 +89,18 @@ class _Reader:
             count = self.length()
         return typ, count
 
+    def _check_count(self, typ: bytes | None, count: int | None) -> None:
+        if count is None:
+            return
+        if typ in (b"Z", b"T", b"F", b"N"):
+            raise ValueError("UBJSON typed container of a zero-size type")
+        # every element takes at least one byte: a larger count is a corrupt header
+        if count > len(self.buf) - self.pos:
+            raise ValueError("UBJSON container count exceeds the data")
+
     def array(self, depth: int) -> Any:
         typ, count = self._header()
+        self._check_count(typ, count)
         if typ is not None and typ in _NUM:
             dt, size = _NUM[typ]
             raw = self.take(size * count)
@@ -108,6 +118,7 @@ class _Reader:
 
     def obj(self, depth: int) -> dict:
         typ, count = self._header()
+        self._check_count(typ, count)
         out = {}
         if count is not None:
             for _ in range(count):

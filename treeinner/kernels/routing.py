@@ -74,52 +74,79 @@ def find_leaf(X, row, root, nodes, f32):
     return n
 
 
+@njit(cache=True, inline="always")
+def _margin_block(X, nodes, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out, r0, r1):
+    value = nodes[9]
+    tree_offsets = nodes[11]
+    tree_group = nodes[12]
+    for r in range(r0, r1):
+        for g in range(out.shape[1]):
+            out[r, g] = base_margin[g]
+    for t in range(tree_lo, tree_hi):
+        root = tree_offsets[t]
+        g = tree_group[t]
+        if f32_sum:
+            for r in range(r0, r1):
+                leaf = find_leaf(X, r, root, nodes, f32_cat)
+                out[r, g] = np.float32(out[r, g]) + np.float32(value[leaf])
+        else:
+            for r in range(r0, r1):
+                leaf = find_leaf(X, r, root, nodes, f32_cat)
+                out[r, g] += value[leaf]
+
+
 @njit(parallel=True, cache=True)
 def predict_margin(X, nodes, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out):
     """Set ``out`` (n, n_outputs) to the base margin plus trees ``tree_lo:tree_hi``.
 
     With ``f32_sum`` the sum is carried in float32 in tree order, as XGBoost does; with
     ``f32_cat`` categorical values are cast to float32 before they are read as integers.
+    Parallel over blocks of ``ROW_BLOCK`` rows; within a block, trees are the outer loop so a
+    tree's nodes stay in cache while the block's rows go through it.
     """
-    value = nodes[9]
-    tree_offsets = nodes[11]
-    tree_group = nodes[12]
     n_rows = X.shape[0]
-    n_out = out.shape[1]
     n_blocks = (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
     for b in prange(n_blocks):
         r0 = b * ROW_BLOCK
         r1 = min(n_rows, r0 + ROW_BLOCK)
+        _margin_block(X, nodes, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out, r0, r1)
+
+
+@njit(cache=True)
+def predict_margin_serial(X, nodes, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out):
+    """:func:`predict_margin` on the calling thread (small inputs: no thread start-up)."""
+    n_rows = X.shape[0]
+    for r0 in range(0, n_rows, ROW_BLOCK):
+        r1 = min(n_rows, r0 + ROW_BLOCK)
+        _margin_block(X, nodes, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out, r0, r1)
+
+
+@njit(cache=True, inline="always")
+def _leaf_block(X, nodes, tree_lo, tree_hi, f32, out, r0, r1):
+    leaf_id = nodes[10]
+    tree_offsets = nodes[11]
+    for t in range(tree_lo, tree_hi):
+        root = tree_offsets[t]
         for r in range(r0, r1):
-            for g in range(n_out):
-                out[r, g] = base_margin[g]
-        for t in range(tree_lo, tree_hi):
-            root = tree_offsets[t]
-            g = tree_group[t]
-            if f32_sum:
-                for r in range(r0, r1):
-                    leaf = find_leaf(X, r, root, nodes, f32_cat)
-                    out[r, g] = np.float32(out[r, g]) + np.float32(value[leaf])
-            else:
-                for r in range(r0, r1):
-                    leaf = find_leaf(X, r, root, nodes, f32_cat)
-                    out[r, g] += value[leaf]
+            out[r, t - tree_lo] = leaf_id[find_leaf(X, r, root, nodes, f32)]
 
 
 @njit(parallel=True, cache=True)
 def leaf_index(X, nodes, tree_lo, tree_hi, f32, out):
     """Write the booster's leaf id of every row and tree ``tree_lo:tree_hi`` into ``out``."""
-    leaf_id = nodes[10]
-    tree_offsets = nodes[11]
     n_rows = X.shape[0]
     n_blocks = (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
     for b in prange(n_blocks):
         r0 = b * ROW_BLOCK
-        r1 = min(n_rows, r0 + ROW_BLOCK)
-        for t in range(tree_lo, tree_hi):
-            root = tree_offsets[t]
-            for r in range(r0, r1):
-                out[r, t - tree_lo] = leaf_id[find_leaf(X, r, root, nodes, f32)]
+        _leaf_block(X, nodes, tree_lo, tree_hi, f32, out, r0, min(n_rows, r0 + ROW_BLOCK))
+
+
+@njit(cache=True)
+def leaf_index_serial(X, nodes, tree_lo, tree_hi, f32, out):
+    """:func:`leaf_index` on the calling thread."""
+    n_rows = X.shape[0]
+    for r0 in range(0, n_rows, ROW_BLOCK):
+        _leaf_block(X, nodes, tree_lo, tree_hi, f32, out, r0, min(n_rows, r0 + ROW_BLOCK))
 
 
 @njit(cache=True)
