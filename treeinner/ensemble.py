@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import zipfile
@@ -242,6 +243,9 @@ class TreeEnsemble:
             }[code]
             raise ValueError(f"Corrupt ensemble: node {node} (tree {tree}) {what}.")
         object.__setattr__(self, "max_depth", int(depth.max()))
+        object.__setattr__(self, "_tree_depth", depth)
+        if n_nodes >= 2**29:
+            raise NotImplementedError(f"Models with {n_nodes} nodes (>= 2**29) are not supported.")
         inner = self.left >= 0
         f = self.feature[inner]
         if np.any(f < 0) or np.any(f >= p):
@@ -297,6 +301,22 @@ class TreeEnsemble:
             self.tree_offsets,
             self.tree_group,
         )
+
+    @functools.cached_property
+    def _layout(self) -> tuple:
+        """The top levels of every tree as complete binary trees (see kernels.routing)."""
+        top = np.minimum(self._tree_depth, routing.TOP_DEPTH)
+        top_off = np.zeros(self.n_trees + 1, dtype=np.int64)
+        top_off[1:] = np.cumsum((np.int64(1) << top) - 1)
+        bot_off = np.zeros(self.n_trees + 1, dtype=np.int64)
+        bot_off[1:] = np.cumsum(np.int64(1) << top)
+        pair = np.zeros(2 * int(top_off[-1]) + 2, dtype=np.int64)
+        pairf = pair.view(np.float64)
+        bottom = np.zeros(int(bot_off[-1]), dtype=np.int64)
+        routing.build_top_layout(
+            self._nodes(), self._tree_depth, top, top_off, bot_off, pair, pairf, bottom
+        )
+        return (top, top_off, bot_off, pair, pairf, bottom)
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -379,6 +399,7 @@ class TreeEnsemble:
             kernel(
                 block,
                 nodes,
+                self._layout,
                 lo,
                 hi,
                 self.base_margin,
@@ -408,7 +429,15 @@ class TreeEnsemble:
         nodes = self._nodes()
         for start, block in blocks:
             kernel = self._pick(routing.leaf_index, routing.leaf_index_serial, block, hi - lo)
-            kernel(block, nodes, lo, hi, self._float32_input, out[start : start + block.shape[0]])
+            kernel(
+                block,
+                nodes,
+                self._layout,
+                lo,
+                hi,
+                self._float32_input,
+                out[start : start + block.shape[0]],
+            )
         return out
 
     @staticmethod
