@@ -310,13 +310,29 @@ class TreeEnsemble:
         top_off[1:] = np.cumsum((np.int64(1) << top) - 1)
         bot_off = np.zeros(self.n_trees + 1, dtype=np.int64)
         bot_off[1:] = np.cumsum(np.int64(1) << top)
-        pair = np.zeros(2 * int(top_off[-1]) + 2, dtype=np.int64)
-        pairf = pair.view(np.float64)
+        used = np.unique(self.feature[self.left >= 0]).astype(np.int64)
+        if used.size == 0:
+            used = np.zeros(1, dtype=np.int64)
+        col_of = np.zeros(self.n_features, dtype=np.int64)
+        col_of[used] = np.arange(used.size)
+        meta = np.zeros(int(top_off[-1]) + 1, dtype=np.int64)
+        tbound = np.zeros(int(top_off[-1]) + 1, dtype=np.float64)
         bottom = np.zeros(int(bot_off[-1]), dtype=np.int64)
+        flags = np.zeros(self.n_trees, dtype=np.int64)
         routing.build_top_layout(
-            self._nodes(), self._tree_depth, top, top_off, bot_off, pair, pairf, bottom
+            self._nodes(),
+            col_of,
+            used.size,
+            top,
+            top_off,
+            bot_off,
+            meta,
+            tbound,
+            bottom,
+            flags,
+            self._tree_depth,
         )
-        return (top, top_off, bot_off, pair, pairf, bottom)
+        return (top, top_off, bot_off, meta, tbound, bottom, flags, used)
 
     # ------------------------------------------------------------------ sizes
     @property

@@ -75,20 +75,33 @@ def find_leaf(X, row, root, nodes, f32):
 
 
 # ---------------------------------------------------------------------- the top layout
-# The first levels of every tree are also stored as a complete binary tree (heap order, leaves
-# above the last level repeated as pass-through nodes), so a block of rows walks them level by
-# level with no data-dependent branch: idx <- 2 idx + 1 + (goes right). Each slot holds two
-# words: ``meta`` (feature | default_left << 32 | general << 33 | node << 34) and the bound as
-# float64 bits. "general" marks a node the branch-free rule cannot decide (categorical, or
-# missing_type Zero), which takes ``_goes_left``. ``bottom`` maps the slots below the last level
-# to nodes, from where rows that are not at a leaf yet continue with ``find_leaf``.
+# The first levels of every tree are also stored as a complete binary tree (heap order; leaves
+# above the last level repeated as always-left pass-through slots), so a block of rows walks
+# them level by level with no data-dependent branch: idx <- 2 idx + 1 + (goes right).
+#
+# Rows are first copied into a per-block buffer with two columns per feature the model uses:
+# the raw value, and the value with NaN replaced by -inf. A numeric node whose missing values
+# go left reads the second copy, one whose missing values go right the first, so that
+# "buf[k, col] <= bound" decides every ordinary numeric node, NaN included (NaN <= b is false,
+# -inf <= b is true). ``meta`` holds col | general << 33 | node << 34, where "general" marks a
+# node this rule cannot decide (categorical, or missing_type Zero): it takes ``_goes_left`` on
+# the raw value. ``bottom`` maps the slots below the last level to nodes; in trees deeper than
+# the layout, rows continue from there with ``find_leaf``.
 TOP_DEPTH = 8
-_FEATURE_MASK = 0xFFFFFFFF
+_COL_MASK = 0xFFFFFFFF
+_GENERAL = np.int64(1) << 33
+TREE_GENERAL = 1  # tree flag: has a general node in its top layout
+TREE_DEEP = 2  # tree flag: deeper than its top layout
 
 
 @njit(cache=True)
-def build_top_layout(nodes, tree_depth, top_depth, top_off, bot_off, pair, pairf, bottom):
-    """Fill the top layout arrays (allocated by the caller from ``top_off``/``bot_off``)."""
+def build_top_layout(
+    nodes, col_of, n_cols, top_depth, top_off, bot_off, meta, tbound, bottom, tree_flags, tree_depth
+):
+    """Fill the top layout arrays (allocated by the caller from ``top_off``/``bot_off``).
+
+    ``col_of[f]`` is feature f's column in the block buffer (features the model uses only).
+    """
     left, right, feature, bound, split_type, default_left, missing_type = nodes[:7]
     tree_offsets = nodes[11]
     n_trees = tree_offsets.shape[0] - 1
@@ -97,26 +110,32 @@ def build_top_layout(nodes, tree_depth, top_depth, top_off, bot_off, pair, pairf
     nxt = np.empty(width_max, dtype=np.int64)
     for t in range(n_trees):
         d = top_depth[t]
+        if tree_depth[t] > d:
+            tree_flags[t] |= TREE_DEEP
         cur[0] = tree_offsets[t]
         for lev in range(d):
             width = 1 << lev
             for k in range(width):
                 u = cur[k]
-                i = 2 * (top_off[t] + width - 1 + k)
+                i = top_off[t] + width - 1 + k
                 if left[u] >= 0:
-                    dl = np.int64(default_left[u] != 0)
-                    general = np.int64(0)
+                    col = col_of[feature[u]]
+                    nan_left = default_left[u] != 0
+                    if missing_type[u] == MISSING_NONE:
+                        nan_left = 0.0 <= bound[u]  # NaN is read as 0.0
+                    if nan_left:
+                        col += n_cols
+                    flag = np.int64(0)
                     if split_type[u] != NUMERIC or missing_type[u] == MISSING_ZERO:
-                        general = 1
-                    elif missing_type[u] == MISSING_NONE:
-                        dl = np.int64(0.0 <= bound[u])  # NaN is read as 0.0
-                    pair[i] = np.int64(feature[u]) | (dl << 32) | (general << 33) | (u << 34)
-                    pairf[i + 1] = bound[u]
+                        flag = _GENERAL
+                        tree_flags[t] |= TREE_GENERAL
+                    meta[i] = col | flag | (u << 34)
+                    tbound[i] = bound[u]
                     nxt[2 * k] = left[u]
                     nxt[2 * k + 1] = right[u]
                 else:
-                    pair[i] = (np.int64(1) << 32) | (u << 34)  # always left
-                    pairf[i + 1] = np.inf
+                    meta[i] = n_cols | (u << 34)  # the NaN-free copy <= inf: always left
+                    tbound[i] = np.inf
                     nxt[2 * k] = u
                     nxt[2 * k + 1] = u
             for k in range(2 * width):
@@ -126,25 +145,37 @@ def build_top_layout(nodes, tree_depth, top_depth, top_off, bot_off, pair, pairf
 
 
 @njit(cache=True, inline="always")
-def _route_block(X, r0, m, t, layout, nodes, f32, idx):
+def _fill_buffer(X, r0, m, used, buf):
+    n_cols = used.shape[0]
+    for k in range(m):
+        for j in range(n_cols):
+            v = X[r0 + k, used[j]]
+            buf[k, j] = v
+            buf[k, n_cols + j] = -np.inf if v != v else v
+
+
+@njit(cache=True, inline="always")
+def _route_block(X, r0, m, t, layout, nodes, f32, buf, idx):
     """Leave in ``idx[k]`` the node reached by row ``r0 + k`` (k < m) in tree ``t``."""
-    top_depth, top_off, bot_off, pair, pairf, bottom = layout
+    top_depth, top_off, bot_off, meta, tbound, bottom, tree_flags, used = layout
     left, right, feature, bound, split_type, default_left, missing_type = nodes[:7]
     cat_offsets, cat_words = nodes[7], nodes[8]
     d = top_depth[t]
-    o = top_off[t]
+    o = np.uint64(top_off[t])
+    one = np.uint64(1)
     for k in range(m):
         idx[k] = 0
-    for _ in range(d):
-        for k in range(m):
-            i = 2 * (o + idx[k])
-            mm = pair[i]
-            v = X[r0 + k, mm & _FEATURE_MASK]
-            if (mm >> 33) & 1:
-                gl = np.int64(
-                    _goes_left(
+    if tree_flags[t] & TREE_GENERAL:
+        for _ in range(d):
+            for k in range(m):
+                i = o + idx[k]
+                mm = meta[i]
+                if mm & _GENERAL:
+                    n = mm >> 34
+                    v = X[r0 + k, feature[n]]
+                    gl = _goes_left(
                         v,
-                        mm >> 34,
+                        n,
                         split_type,
                         default_left,
                         missing_type,
@@ -153,36 +184,53 @@ def _route_block(X, r0, m, t, layout, nodes, f32, idx):
                         cat_words,
                         f32,
                     )
-                )
-            else:
-                gl = np.int64(v <= pairf[i + 1]) | (np.int64(v != v) & ((mm >> 32) & 1))
-            idx[k] = 2 * idx[k] + 2 - gl
-    base = bot_off[t] - ((1 << d) - 1)
-    for k in range(m):
-        n = bottom[base + idx[k]]
-        if left[n] >= 0:
-            n = find_leaf(X, r0 + k, n, nodes, f32)
-        idx[k] = n
+                else:
+                    gl = buf[k, np.uint64(mm & _COL_MASK)] <= tbound[i]
+                idx[k] = 2 * idx[k] + 2 - (one if gl else np.uint64(0))
+    else:
+        for _ in range(d):
+            for k in range(m):
+                i = o + idx[k]
+                gl = buf[k, np.uint64(meta[i] & _COL_MASK)] <= tbound[i]
+                idx[k] = 2 * idx[k] + 2 - np.uint64(gl)
+    base = np.uint64(bot_off[t] - ((1 << d) - 1))
+    if tree_flags[t] & TREE_DEEP:
+        for k in range(m):
+            n = bottom[base + idx[k]]
+            if left[n] >= 0:
+                n = find_leaf(X, r0 + k, n, nodes, f32)
+            idx[k] = n
+    else:
+        for k in range(m):
+            idx[k] = bottom[base + idx[k]]
 
 
 @njit(cache=True, inline="always")
 def _margin_block(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out, r0, r1):
     value = nodes[9]
     tree_group = nodes[12]
+    used = layout[7]
     m = r1 - r0
-    idx = np.empty(ROW_BLOCK, dtype=np.int64)
-    for r in range(r0, r1):
-        for g in range(out.shape[1]):
-            out[r, g] = base_margin[g]
+    n_out = out.shape[1]
+    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
+    buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
+    acc = np.empty((ROW_BLOCK, n_out), dtype=np.float64)
+    _fill_buffer(X, r0, m, used, buf)
+    for k in range(m):
+        for g in range(n_out):
+            acc[k, g] = base_margin[g]
     for t in range(tree_lo, tree_hi):
-        _route_block(X, r0, m, t, layout, nodes, f32_cat, idx)
+        _route_block(X, r0, m, t, layout, nodes, f32_cat, buf, idx)
         g = tree_group[t]
         if f32_sum:
             for k in range(m):
-                out[r0 + k, g] = np.float32(out[r0 + k, g]) + np.float32(value[idx[k]])
+                acc[k, g] = np.float32(acc[k, g]) + np.float32(value[idx[k]])
         else:
             for k in range(m):
-                out[r0 + k, g] += value[idx[k]]
+                acc[k, g] += value[idx[k]]
+    for k in range(m):
+        for g in range(n_out):
+            out[r0 + k, g] = acc[k, g]
 
 
 @njit(parallel=True, cache=True)
@@ -218,10 +266,13 @@ def predict_margin_serial(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_s
 @njit(cache=True, inline="always")
 def _leaf_block(X, nodes, layout, tree_lo, tree_hi, f32, out, r0, r1):
     leaf_id = nodes[10]
+    used = layout[7]
     m = r1 - r0
-    idx = np.empty(ROW_BLOCK, dtype=np.int64)
+    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
+    buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
+    _fill_buffer(X, r0, m, used, buf)
     for t in range(tree_lo, tree_hi):
-        _route_block(X, r0, m, t, layout, nodes, f32, idx)
+        _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
         for k in range(m):
             out[r0 + k, t - tree_lo] = leaf_id[idx[k]]
 
