@@ -520,7 +520,8 @@ CORRUPT_DOCS = {
     "cycle": (_set("left_children", 1, 0), "cycle"),
     "feature-too-large": (_set("split_indices", 0, 99), "split uses feature 99"),
     "feature-negative": (_set("split_indices", 0, -3), "split feature"),
-    "nan-threshold": (_set("split_conditions", 0, float("nan")), "NaN threshold"),
+    "nan-threshold": (_set("split_conditions", 0, float("nan")), "non-finite threshold"),
+    "inf-threshold": (_set("split_conditions", 0, float("-inf")), "non-finite threshold"),
     "missing-field": (lambda d: _trees(d)[0].pop("split_conditions"), "lacks 'split_conditions'"),
     "wrong-length": (lambda d: _trees(d)[0]["sum_hessian"].pop(), "'sum_hessian' has the wrong"),
     "text-field": (
@@ -653,7 +654,8 @@ CORRUPT_ENSEMBLES = {
     # splits
     "feature-too-large": (_node("feature", ROOT, 4), r"split feature outside \[0, 4\)"),
     "feature-negative": (_node("feature", G, -1), "split feature outside"),
-    "nan-threshold": (_node("threshold", C, np.nan), "numeric split has a NaN threshold"),
+    "nan-threshold": (_node("threshold", C, np.nan), "numeric split has a non-finite threshold"),
+    "inf-threshold": (_node("threshold", C, np.inf), "numeric split has a non-finite threshold"),
     "split-type": (_node("split_type", ROOT, 9), "unknown split_type"),
     "missing-type": (_node("missing_type", LEAF, -1), "unknown missing_type"),
     # values

@@ -1,4 +1,8 @@
-"""Turn user data (numpy, pandas, scipy sparse) into the float64 rows the kernels read."""
+"""Turn user data (numpy, pandas, scipy sparse) into the rows the kernels read.
+
+Kernels read C-contiguous float32 or float64 arrays (the two specialisations they are compiled
+for); every other dtype and layout is converted to float64, which holds all of them exactly.
+"""
 
 from __future__ import annotations
 
@@ -111,9 +115,10 @@ def as_rows(
 ) -> tuple[int, Iterator[tuple[int, np.ndarray]]]:
     """Validate X and return ``(n_rows, blocks)``.
 
-    ``blocks`` yields ``(first_row, block)`` pairs of C-contiguous float64 arrays covering all
-    rows. Dense inputs come as one block (no copy where they already are float64 and
-    C-contiguous); scipy sparse inputs in chunks with absent entries as NaN (missing).
+    ``blocks`` yields ``(first_row, block)`` pairs of C-contiguous float32 or float64 arrays
+    covering all rows. Dense inputs come as one block (no copy where they already are float32 or
+    float64 and C-contiguous); scipy sparse inputs in chunks with absent entries as NaN
+    (missing).
     """
     if _is_sparse(X):
         csr = X.tocsr()
@@ -143,7 +148,8 @@ def as_rows(
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"X must be numeric; got dtype {arr.dtype}.")
     _check_width(arr.shape[1], n_features)
-    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    dtype = np.float32 if arr.dtype == np.float32 else np.float64
+    arr = np.ascontiguousarray(arr, dtype=dtype)
     return arr.shape[0], iter([(0, arr)])
 
 

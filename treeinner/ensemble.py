@@ -256,8 +256,11 @@ class TreeEnsemble:
         if np.any((self.missing_type < 0) | (self.missing_type > 2)):
             raise ValueError("Corrupt ensemble: unknown missing_type.")
         num = inner & (self.split_type == routing.NUMERIC)
-        if np.any(np.isnan(self.threshold[num])):
-            raise ValueError("Corrupt ensemble: a numeric split has a NaN threshold.")
+        if not np.all(np.isfinite(self.threshold[num])):
+            raise ValueError(
+                "Corrupt ensemble: a numeric split has a non-finite threshold (no booster "
+                "writes one; a split at +-inf or NaN sends every value the same way)."
+            )
         if not np.all(np.isfinite(self.value[~inner])):
             raise ValueError("Corrupt ensemble: a leaf value is not finite.")
         co = self.cat_offsets

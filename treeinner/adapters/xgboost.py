@@ -562,64 +562,38 @@ def _objective_params(obj: dict) -> dict[str, Any]:
 
 
 def _choose_eta_lambda(cfg, lam_r, eta_r, why, learning_rate, reg_lambda, n_trees):
-    """Pick eta and lambda: explicit > recovered from the trees > config > XGBoost defaults."""
+    """Pick eta and lambda: explicit > recovered from the trees > config > XGBoost defaults.
+
+    The trees win over the config, which for a Booster loaded from a file holds only defaults.
+    Where the recovered value agrees with the config, the config's exact value is used.
+    """
     notes = []
-    # lambda
-    if reg_lambda is not None:
-        lam = float(reg_lambda)
-    elif lam_r is not None:
-        lam = lam_r
-        if "lambda" in cfg and not math.isclose(cfg["lambda"], lam, rel_tol=1e-4, abs_tol=1e-6):
-            notes.append(
-                f"The booster's config says lambda={cfg['lambda']:g} but its trees show "
-                f"lambda={lam:g} (a model loaded from a file keeps only defaults in its config); "
-                f"using {lam:g}. Pass reg_lambda= to override."
-            )
-        elif "lambda" in cfg:
-            lam = cfg["lambda"]
-    elif "lambda" in cfg:
-        lam = cfg["lambda"]
-        if _looks_default(cfg):
-            notes.append(
-                f"Could not recover lambda from the trees ({why}); using lambda={lam:g} from the "
-                "booster's config, which holds only defaults for a model loaded from a file. "
-                "Pass reg_lambda= if that is wrong."
-            )
-    else:
-        lam = _XGB_DEFAULTS["lambda"]
-        notes.append(
-            f"Could not recover lambda from the trees ({why}); assuming XGBoost's default "
-            f"lambda={lam:g}. Pass reg_lambda= to set it."
-        )
-    # eta
-    if learning_rate is not None:
-        etas = np.full(n_trees, float(learning_rate))
-    elif eta_r is not None:
-        etas = eta_r
-        if "eta" in cfg:
-            if np.allclose(eta_r, cfg["eta"], rtol=1e-4):
-                etas = np.full(n_trees, cfg["eta"])
-            elif np.ptp(eta_r) == 0:
+
+    def pick(explicit, recovered, key, arg):
+        if explicit is not None:
+            return np.full(n_trees, float(explicit))
+        if recovered is not None:
+            rec = np.broadcast_to(np.asarray(recovered, dtype=np.float64), (n_trees,))
+            if key in cfg and np.allclose(rec, cfg[key], rtol=1e-4, atol=1e-7):
+                return np.full(n_trees, cfg[key])
+            return rec.copy()
+        if key in cfg:
+            if _looks_default(cfg):
                 notes.append(
-                    f"The booster's config says eta={cfg['eta']:g} but its trees show "
-                    f"eta={eta_r[0]:g}; using {eta_r[0]:g}. Pass learning_rate= to override."
+                    f"Could not recover {key} from the trees ({why}); using {key}="
+                    f"{cfg[key]:g} from the booster's config, which holds only XGBoost's "
+                    f"defaults for a model loaded from a file. Pass {arg}= if that is wrong."
                 )
-    elif "eta" in cfg:
-        etas = np.full(n_trees, cfg["eta"])
-        if _looks_default(cfg):
-            notes.append(
-                f"Could not recover the learning rate from the trees ({why}); using "
-                f"eta={cfg['eta']:g} from the booster's config, which holds only defaults for a "
-                "model loaded from a file. Pass learning_rate= if that is wrong."
-            )
-    else:
-        etas = np.full(n_trees, _XGB_DEFAULTS["eta"])
+            return np.full(n_trees, cfg[key])
         notes.append(
-            f"Could not recover the learning rate from the trees ({why or 'lambda was given'}); "
-            f"assuming XGBoost's default eta={_XGB_DEFAULTS['eta']:g}. Pass learning_rate= "
-            "to set it."
+            f"Could not recover {key} from the trees ({why}); assuming XGBoost's default "
+            f"{key}={_XGB_DEFAULTS[key]:g}. Pass {arg}= to set it."
         )
-    return np.asarray(etas, dtype=np.float64), float(lam), notes
+        return np.full(n_trees, _XGB_DEFAULTS[key])
+
+    lam = float(pick(reg_lambda, lam_r, "lambda", "reg_lambda")[0])
+    etas = pick(learning_rate, eta_r, "eta", "learning_rate")
+    return etas, lam, notes
 
 
 def _looks_default(cfg: dict) -> bool:
