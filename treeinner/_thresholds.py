@@ -45,5 +45,6 @@ def float32_le_bound(s: np.ndarray) -> np.ndarray:
 def float32_lt_bound(t: np.ndarray) -> np.ndarray:
     """Return ``b`` (float64) with ``x <= b`` iff ``float32(x) < t``, for float32 values ``t``."""
     t = np.asarray(t, dtype=np.float32)
-    below = np.nextafter(t, np.float32(-np.inf))
+    with np.errstate(over="ignore"):
+        below = np.nextafter(t, np.float32(-np.inf))
     return float32_le_bound(below)
