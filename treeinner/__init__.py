@@ -1,7 +1,21 @@
 """treeinner: debiased feature importance for already-trained gradient boosted trees."""
 
 from .adapters import from_model, load
+from .attribution import Attribution, node_values, predecomp, saabas
 from .ensemble import TreeEnsemble
+from .importance import forest_inner, importance, total_gain, tree_inner
 
-__all__ = ["TreeEnsemble", "from_model", "load"]
+__all__ = [
+    "Attribution",
+    "TreeEnsemble",
+    "forest_inner",
+    "from_model",
+    "importance",
+    "load",
+    "node_values",
+    "predecomp",
+    "saabas",
+    "total_gain",
+    "tree_inner",
+]
 __version__ = "0.1.0.dev0"

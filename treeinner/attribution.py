@@ -1,0 +1,165 @@
+"""Per-row attributions: PreDecomp (regularized node values) and Saabas (cover-weighted means)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .adapters import from_model
+from .ensemble import TreeEnsemble
+from .kernels import attribution as K
+
+__all__ = ["Attribution", "node_values", "predecomp", "saabas"]
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Per-row, per-feature attributions.
+
+    Attributes
+    ----------
+    values : ndarray of shape (n_samples, n_features) or (n_samples, n_features, n_outputs)
+        Contribution of each feature to each row's margin.
+    bias : ndarray of shape (n_outputs,)
+        The part of the margin no feature explains (base margin plus the trees' root values),
+        so that ``values.sum(axis=1) + bias`` is the margin of the trees used.
+    feature_names : tuple of str
+    index : pandas.Index or None
+        The row index of the input DataFrame, if it was one.
+    """
+
+    values: np.ndarray
+    bias: np.ndarray
+    feature_names: tuple[str, ...]
+    index: Any = None
+
+    def to_frame(self, output: int | None = None) -> pd.DataFrame:
+        """The values as a DataFrame with one column per feature.
+
+        Parameters
+        ----------
+        output : int, optional
+            For multi-output attributions, which output (class) to return; required there.
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
+        v = self.values
+        if v.ndim == 3:
+            if output is None:
+                raise ValueError(
+                    f"This attribution has {v.shape[2]} outputs; pass output= to pick one."
+                )
+            v = v[:, :, output]
+        return pd.DataFrame(v, columns=list(self.feature_names), index=self.index)
+
+
+def _tree_range(ens: TreeEnsemble, trees: Any) -> tuple[int, int]:
+    """A ``slice`` of trees or an ``(start, stop)`` iteration range -> tree indices."""
+    if trees is None:
+        return 0, ens.n_trees
+    if isinstance(trees, slice):
+        lo, hi, step = trees.indices(ens.n_trees)
+        if step != 1 or hi <= lo:
+            raise ValueError(f"trees={trees} must be a non-empty slice with step 1.")
+        return lo, hi
+    return ens._tree_range(tuple(trees))
+
+
+def node_values(ens: TreeEnsemble, kind: str = "regularized") -> np.ndarray:
+    """p(t) of every node: ``"regularized"`` (PreDecomp) or ``"mean"`` (Saabas).
+
+    Parameters
+    ----------
+    ens : TreeEnsemble
+    kind : {"regularized", "mean"}
+
+    Returns
+    -------
+    ndarray of float64, shape (n_nodes,)
+    """
+    if kind not in ("regularized", "mean"):
+        raise ValueError(f"kind must be 'regularized' or 'mean', got {kind!r}.")
+    cover = ens.cover
+    if np.any(~np.isfinite(cover)):
+        raise ValueError(
+            "The model does not store hessian covers; node values need them (use node values "
+            "from data instead)."
+        )
+    lam = ens.reg_lambda if kind == "regularized" else 0.0
+    out = np.empty(ens.n_nodes)
+    K.node_values(ens.left, ens.right, ens.tree_offsets, ens.value, cover, lam, out)
+    return out
+
+
+def _path_attribution(model: Any, X: Any, trees: Any, kind: str) -> Attribution:
+    ens = from_model(model)
+    lo, hi = _tree_range(ens, trees)
+    p = node_values(ens, kind)
+    n, blocks = ens._blocks(X)
+    out = np.zeros((n, ens.n_features, ens.n_outputs))
+    parent = K.parents(ens.left, ens.right)
+    for start, block in blocks:
+        K.path_attribution(
+            block,
+            ens._nodes(),
+            ens._layout,
+            parent,
+            p,
+            lo,
+            hi,
+            ens._float32_input,
+            out[start : start + block.shape[0]],
+        )
+    bias = ens.base_margin.copy()
+    roots = ens.tree_offsets[lo:hi]
+    np.add.at(bias, ens.tree_group[lo:hi], p[roots])
+    values = out[:, :, 0] if ens.n_outputs == 1 else out
+    index = X.index if isinstance(X, pd.DataFrame) else None
+    return Attribution(values=values, bias=bias, feature_names=ens.feature_names, index=index)
+
+
+def predecomp(model: Any, X: Any, trees: Any = None) -> Attribution:
+    """PreDecomp: per-row feature attributions from regularized node values.
+
+    Node values are p(t) = -lr G_t / (H_t + lambda), computed from the leaves and the stored
+    hessian covers; a row's attribution to feature k in one tree is the sum of
+    p(child) - p(parent) over the splits on feature k along its path (paper 003, Definition 1).
+
+    Parameters
+    ----------
+    model : TreeEnsemble or a supported booster
+    X : array-like, DataFrame or scipy sparse matrix
+    trees : slice or tuple of int, optional
+        A slice of trees, or an ``(start, stop)`` range of boosting rounds.
+
+    Returns
+    -------
+    Attribution
+        ``values.sum(axis=1) + bias`` equals the margin of the trees used.
+    """
+    return _path_attribution(model, X, trees, "regularized")
+
+
+def saabas(model: Any, X: Any, trees: Any = None) -> Attribution:
+    """Saabas: per-row attributions from cover-weighted mean node values.
+
+    The same path decomposition as :func:`predecomp` with p(t) the hessian-weighted mean of
+    its children, as XGBoost's ``approx_contribs`` and shap's ``approximate=True`` use.
+
+    Parameters
+    ----------
+    model : TreeEnsemble or a supported booster
+    X : array-like, DataFrame or scipy sparse matrix
+    trees : slice or tuple of int, optional
+        A slice of trees, or an ``(start, stop)`` range of boosting rounds.
+
+    Returns
+    -------
+    Attribution
+    """
+    return _path_attribution(model, X, trees, "mean")

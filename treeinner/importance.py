@@ -1,0 +1,291 @@
+"""Global importances: TreeInner, ForestInner, total gain, magnitude baselines, permutation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numba
+import numpy as np
+import pandas as pd
+
+from .adapters import from_model
+from .attribution import node_values, predecomp, saabas
+from .ensemble import TreeEnsemble
+from .kernels import attribution as K
+from .objectives import get_objective
+
+__all__ = ["forest_inner", "importance", "total_gain", "tree_inner"]
+
+_ATTRIBUTIONS = {"predecomp": "regularized", "saabas": "mean"}
+METHODS = (
+    "tree_inner",
+    "forest_inner",
+    "abs_predecomp",
+    "abs_saabas",
+    "total_gain",
+    "permutation",
+)
+
+
+def _kind(attribution: str) -> str:
+    try:
+        return _ATTRIBUTIONS[attribution]
+    except KeyError:
+        raise ValueError(
+            f"attribution must be one of {sorted(_ATTRIBUTIONS)}, got {attribution!r}."
+        ) from None
+
+
+def _weights(sample_weight: Any, n: int) -> np.ndarray:
+    if sample_weight is None:
+        return np.ones(n)
+    w = np.asarray(sample_weight, dtype=np.float64)
+    if w.shape != (n,):
+        raise ValueError(f"sample_weight has shape {w.shape}; expected ({n},).")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("sample_weight must be finite and non-negative.")
+    return w
+
+
+def _iter_ptr(ens: TreeEnsemble) -> np.ndarray:
+    """Start of every boosting round's trees (trees of one round share gradients)."""
+    starts = np.flatnonzero(np.diff(ens.tree_iteration)) + 1
+    return np.concatenate([[0], starts, [ens.n_trees]]).astype(np.int64)
+
+
+def _staged(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest_p=None):
+    """Run the staged pass; per-node sums of w g, w h and w, and ForestInner sums."""
+    obj = get_objective(ens)
+    n, blocks = ens._blocks(X)
+    yv = obj.check_labels(y)
+    if yv.shape[0] != n:
+        raise ValueError(f"X has {n} rows but y has {yv.shape[0]}.")
+    w = _weights(sample_weight, n)
+    n_chunks = max(1, min(numba.get_num_threads(), (n + 255) // 256))
+    G = np.zeros((n_chunks, ens.n_nodes))
+    H = np.zeros_like(G)
+    C = np.zeros_like(G)
+    forest = forest_p is not None
+    FI = np.zeros((n_chunks, ens.n_features if forest else 1, ens.n_outputs))
+    GS = np.zeros((n_chunks, ens.n_outputs))
+    parent = K.parents(ens.left, ens.right)
+    p = forest_p if forest else np.zeros(ens.n_nodes)
+    for start, block in blocks:
+        stop = start + block.shape[0]
+        K.staged_pass(
+            block,
+            yv[start:stop],
+            w[start:stop],
+            ens._nodes(),
+            ens._layout,
+            _iter_ptr(ens),
+            ens.base_margin,
+            obj.code,
+            obj.prm,
+            ens._float32_input,
+            n_chunks,
+            parent,
+            p,
+            forest,
+            G,
+            H,
+            C,
+            FI,
+            GS,
+        )
+    return G.sum(0), H.sum(0), C.sum(0), FI.sum(0), GS.sum(0)
+
+
+def _per_output(ens: TreeEnsemble, per_feature: np.ndarray, name: str) -> pd.Series | pd.DataFrame:
+    """(n_features, n_outputs) -> Series, or DataFrame with a column per class and 'total'."""
+    names = list(ens.feature_names)
+    if ens.n_outputs == 1:
+        return pd.Series(per_feature[:, 0], index=names, name=name)
+    df = pd.DataFrame(
+        per_feature, index=names, columns=[f"class_{c}" for c in range(ens.n_outputs)]
+    )
+    df["total"] = per_feature.sum(axis=1)
+    return df
+
+
+def _tree_inner_from_sums(ens: TreeEnsemble, p: np.ndarray, leaf_neg_g: np.ndarray) -> np.ndarray:
+    """sum_t (1/lr_t) sum over splits on k of [p(L) S(L) + p(R) S(R) - p(t) S(t)]."""
+    S = np.empty(ens.n_nodes)
+    K.subtree_sums(ens.left, ens.right, ens.tree_offsets, leaf_neg_g, S)
+    inner = np.flatnonzero(ens.left >= 0)
+    L, R = ens.left[inner], ens.right[inner]
+    contrib = p[L] * S[L] + p[R] * S[R] - p[inner] * S[inner]
+    tree = np.searchsorted(ens.tree_offsets, inner, side="right") - 1
+    contrib = contrib / ens.learning_rate[tree]
+    out = np.zeros((ens.n_features, ens.n_outputs))
+    np.add.at(out, (ens.feature[inner], ens.tree_group[tree]), contrib)
+    return out
+
+
+def tree_inner(
+    model: Any,
+    X: Any,
+    y: Any,
+    attribution: str = "predecomp",
+    sample_weight: Any = None,
+) -> pd.Series | pd.DataFrame:
+    """TreeInner: per tree, the inner product of an attribution with the negative gradient.
+
+    TreeInner(k) = sum_m (1/lr_m) sum_i r_{m,k}(x_i) (-g_{i,m}) with g the gradient at the
+    margin before tree m's boosting round (paper 003, Definition 4). On the training data with
+    PreDecomp it equals the total split gain of feature k; on held-out data a feature the model
+    only overfit gets a negative score.
+
+    Parameters
+    ----------
+    model : TreeEnsemble or a supported booster
+    X : array-like, DataFrame or scipy sparse matrix
+        Evaluation rows (normally held-out data).
+    y : array-like of shape (n_samples,)
+        Labels, valid for the model's objective.
+    attribution : {"predecomp", "saabas"}
+        The per-tree attribution r.
+    sample_weight : array-like of shape (n_samples,), optional
+
+    Returns
+    -------
+    pandas.Series indexed by feature name, or for multi-output models a DataFrame with one
+    column per class and a ``total`` column.
+    """
+    ens = from_model(model)
+    p = node_values(ens, _kind(attribution))
+    G, _, _, _, _ = _staged(ens, X, y, sample_weight)
+    return _per_output(ens, _tree_inner_from_sums(ens, p, -G), "tree_inner")
+
+
+def forest_inner(
+    model: Any,
+    X: Any,
+    y: Any,
+    attribution: str = "predecomp",
+    sample_weight: Any = None,
+) -> pd.Series | pd.DataFrame:
+    """ForestInner: the forest-level inner product of attributions and negative gradients.
+
+    ForestInner(k) = (1/lr) sum_i [sum_m r_{m,k}(x_i)] [sum_m (-g_{i,m})], with sums over the
+    trees of each output (paper 003, Definition 5, as the authors' code computes it) and lr
+    the mean learning rate.
+
+    Parameters
+    ----------
+    model : TreeEnsemble or a supported booster
+    X : array-like, DataFrame or scipy sparse matrix
+    y : array-like of shape (n_samples,)
+    attribution : {"predecomp", "saabas"}
+    sample_weight : array-like of shape (n_samples,), optional
+
+    Returns
+    -------
+    pandas.Series, or a DataFrame per class plus ``total`` for multi-output models.
+    """
+    ens = from_model(model)
+    p = node_values(ens, _kind(attribution))
+    _, _, _, FI, _ = _staged(ens, X, y, sample_weight, forest_p=p)
+    return _per_output(ens, FI / float(np.mean(ens.learning_rate)), "forest_inner")
+
+
+def total_gain(model: Any) -> pd.Series | pd.DataFrame:
+    """The booster's stored split gains summed per feature.
+
+    For XGBoost this is ``get_score(importance_type="total_gain")`` (features never used
+    score 0).
+
+    Parameters
+    ----------
+    model : TreeEnsemble or a supported booster
+
+    Returns
+    -------
+    pandas.Series, or a DataFrame per class plus ``total`` for multi-output models.
+    """
+    ens = from_model(model)
+    inner = np.flatnonzero(ens.left >= 0)
+    tree = np.searchsorted(ens.tree_offsets, inner, side="right") - 1
+    out = np.zeros((ens.n_features, ens.n_outputs))
+    np.add.at(out, (ens.feature[inner], ens.tree_group[tree]), ens.gain[inner])
+    return _per_output(ens, out, "total_gain")
+
+
+def _total(res: pd.Series | pd.DataFrame) -> pd.Series:
+    return res["total"] if isinstance(res, pd.DataFrame) else res
+
+
+def _permutation(ens, X, y, sample_weight, n_repeats, random_state):
+    obj = get_objective(ens)
+    n, blocks = ens._blocks(X)
+    Xd = np.concatenate([b for _, b in blocks]) if n else np.zeros((0, ens.n_features))
+    yv = obj.check_labels(y)
+    w = None if sample_weight is None else _weights(sample_weight, n)
+    base = obj.loss(yv, ens.predict_margin(Xd), w)
+    rng = np.random.default_rng(random_state)
+    out = np.zeros(ens.n_features)
+    used = np.unique(ens.feature[ens.left >= 0])
+    for j in used:
+        col = Xd[:, j].copy()
+        for _ in range(n_repeats):
+            Xd[:, j] = col[rng.permutation(n)]
+            out[j] += obj.loss(yv, ens.predict_margin(Xd), w) - base
+        Xd[:, j] = col
+    return out / n_repeats
+
+
+def importance(
+    model: Any,
+    X: Any,
+    y: Any,
+    methods: Sequence[str] = METHODS,
+    sample_weight: Any = None,
+    n_repeats: int = 5,
+    random_state: Any = None,
+) -> pd.DataFrame:
+    """Several global importances side by side, one column per method.
+
+    Parameters
+    ----------
+    model : TreeEnsemble or a supported booster
+    X : array-like, DataFrame or scipy sparse matrix
+        Evaluation rows (held-out data to separate signal from overfitting).
+    y : array-like of shape (n_samples,)
+    methods : sequence of str
+        Any of ``tree_inner`` (PreDecomp), ``tree_inner_saabas``, ``forest_inner``,
+        ``forest_inner_saabas``, ``abs_predecomp``, ``abs_saabas`` (mean |attribution|),
+        ``total_gain`` and ``permutation`` (mean loss increase when the column is permuted,
+        over ``n_repeats`` permutations). For multi-output models the columns hold the totals
+        over classes.
+    sample_weight : array-like of shape (n_samples,), optional
+    n_repeats : int
+        Permutations per feature for ``permutation``.
+    random_state : int or numpy Generator, optional
+        Seed of the permutations.
+
+    Returns
+    -------
+    pandas.DataFrame indexed by feature name.
+    """
+    ens = from_model(model)
+    cols = {}
+    for m in methods:
+        if m in ("tree_inner", "tree_inner_saabas"):
+            a = "saabas" if m.endswith("saabas") else "predecomp"
+            cols[m] = _total(tree_inner(ens, X, y, a, sample_weight)).to_numpy()
+        elif m in ("forest_inner", "forest_inner_saabas"):
+            a = "saabas" if m.endswith("saabas") else "predecomp"
+            cols[m] = _total(forest_inner(ens, X, y, a, sample_weight)).to_numpy()
+        elif m in ("abs_predecomp", "abs_saabas"):
+            attr = (predecomp if m == "abs_predecomp" else saabas)(ens, X)
+            v = np.abs(attr.values)
+            v = v.sum(axis=2) if v.ndim == 3 else v
+            cols[m] = v.mean(axis=0) if v.shape[0] else np.zeros(ens.n_features)
+        elif m == "total_gain":
+            cols[m] = _total(total_gain(ens)).to_numpy()
+        elif m == "permutation":
+            cols[m] = _permutation(ens, X, y, sample_weight, n_repeats, random_state)
+        else:
+            raise ValueError(f"Unknown importance method {m!r}; choose from {METHODS}.")
+    return pd.DataFrame(cols, index=list(ens.feature_names))

@@ -1,0 +1,219 @@
+"""Numba kernels for node values, PreDecomp/Saabas attributions and staged gradient passes.
+
+Node arrays come as the ``nodes`` tuple of ``kernels.routing``; ``layout`` is the ensemble's
+top layout. ``parent[n]`` is the parent of node n (-1 at roots).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from ..objectives import grad_hess_row
+from .routing import ROW_BLOCK, _fill_buffer, _route_block
+
+
+@njit(cache=True)
+def parents(left, right):
+    """Parent of every node (-1 at roots)."""
+    out = np.full(left.shape[0], -1, dtype=np.int64)
+    for n in range(left.shape[0]):
+        if left[n] >= 0:
+            out[left[n]] = n
+            out[right[n]] = n
+    return out
+
+
+@njit(cache=True)
+def node_values(left, right, tree_offsets, value, cover, lam, out):
+    """Fill ``out`` with p(t) for every node from the leaf values, bottom-up.
+
+    p(t) = [(H_L + lam) p(L) + (H_R + lam) p(R)] / (H_t + lam): the regularized values of
+    PreDecomp with ``lam`` = lambda, Saabas' cover-weighted means with ``lam`` = 0. A node whose
+    weight is zero takes the plain mean of its children.
+    """
+    n_trees = tree_offsets.shape[0] - 1
+    order = np.empty(left.shape[0], dtype=np.int64)
+    for t in range(n_trees):
+        lo = tree_offsets[t]
+        hi = tree_offsets[t + 1]
+        # breadth-first order from the root, then children before parents by reversing it
+        order[0] = lo
+        head = 0
+        tail = 1
+        while head < tail:
+            n = order[head]
+            head += 1
+            if left[n] >= 0:
+                order[tail] = left[n]
+                order[tail + 1] = right[n]
+                tail += 2
+        for j in range(hi - lo - 1, -1, -1):
+            n = order[j]
+            if left[n] < 0:
+                out[n] = value[n]
+            else:
+                a = left[n]
+                b = right[n]
+                wa = cover[a] + lam
+                wb = cover[b] + lam
+                wt = cover[n] + lam
+                if wt > 0.0:
+                    out[n] = (wa * out[a] + wb * out[b]) / wt
+                else:
+                    out[n] = 0.5 * (out[a] + out[b])
+
+
+@njit(cache=True, inline="always")
+def _add_path(r, leaf, parent, feature, p, group, out):
+    n = leaf
+    q = parent[n]
+    while q >= 0:
+        out[r, feature[q], group] += p[n] - p[q]
+        n = q
+        q = parent[n]
+
+
+@njit(parallel=True, cache=True)
+def path_attribution(X, nodes, layout, parent, p, tree_lo, tree_hi, f32, out):
+    """Add every row's per-feature path contributions of trees ``tree_lo:tree_hi`` to ``out``.
+
+    ``out`` has shape (n_rows, n_features, n_outputs) and is zeroed by the caller.
+    """
+    feature = nodes[2]
+    tree_group = nodes[12]
+    used = layout[7]
+    n_rows = X.shape[0]
+    n_blocks = (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
+    for b in prange(n_blocks):
+        r0 = b * ROW_BLOCK
+        r1 = min(n_rows, r0 + ROW_BLOCK)
+        m = r1 - r0
+        idx = np.empty(ROW_BLOCK, dtype=np.uint64)
+        buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
+        _fill_buffer(X, r0, m, used, buf)
+        for t in range(tree_lo, tree_hi):
+            _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+            g = tree_group[t]
+            for k in range(m):
+                _add_path(r0 + k, np.int64(idx[k]), parent, feature, p, g, out)
+
+
+@njit(parallel=True, cache=True)
+def staged_pass(
+    X,
+    y,
+    w,
+    nodes,
+    layout,
+    iter_ptr,
+    base_margin,
+    code,
+    prm,
+    f32,
+    n_chunks,
+    parent,
+    p,
+    forest,
+    G,
+    H,
+    C,
+    FI,
+    GS,
+):
+    """One pass over the rows in boosting order with staged margins and gradients.
+
+    For every tree, rows are routed to their leaf, and ``w * g``, ``w * h`` and ``w`` (g, h the
+    gradient and hessian at the margin before the tree's boosting round) are added to the
+    leaf's entries of ``G``, ``H``, ``C`` (shape (n_chunks, n_nodes): one row per chunk of
+    rows, so threads never share an accumulator). Trees of one round (classes, parallel trees)
+    share the gradients of the round's start, as the booster computed them.
+
+    With ``forest``, ForestInner is accumulated too: per row, the attribution summed over trees
+    (path contributions with node values ``p``) times the summed negative gradient, into
+    ``FI[chunk, feature, output]``; ``GS[chunk, output]`` receives the summed w * (-g).
+    """
+    feature = nodes[2]
+    value = nodes[9]
+    tree_group = nodes[12]
+    used = layout[7]
+    n_rows = X.shape[0]
+    K = base_margin.shape[0]
+    n_feat = FI.shape[1]
+    chunk = (n_rows + n_chunks - 1) // n_chunks
+    for ch in prange(n_chunks):
+        lo = ch * chunk
+        hi = min(n_rows, lo + chunk)
+        idx = np.empty(ROW_BLOCK, dtype=np.uint64)
+        buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
+        F = np.empty((ROW_BLOCK, K))
+        delta = np.empty((ROW_BLOCK, K))
+        g = np.empty((ROW_BLOCK, K))
+        h = np.empty((ROW_BLOCK, K))
+        A = np.zeros((ROW_BLOCK, n_feat, K)) if forest else np.zeros((1, 1, 1))
+        gsum = np.zeros((ROW_BLOCK, K))
+        for r0 in range(lo, hi, ROW_BLOCK):
+            r1 = min(hi, r0 + ROW_BLOCK)
+            m = r1 - r0
+            _fill_buffer(X, r0, m, used, buf)
+            for k in range(m):
+                for c in range(K):
+                    F[k, c] = base_margin[c]
+                    gsum[k, c] = 0.0
+            if forest:
+                A[:m] = 0.0
+            for it in range(iter_ptr.shape[0] - 1):
+                for k in range(m):
+                    grad_hess_row(code, prm, y[r0 + k], F[k], g[k], h[k])
+                    for c in range(K):
+                        delta[k, c] = 0.0
+                for t in range(iter_ptr[it], iter_ptr[it + 1]):
+                    _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+                    c = tree_group[t]
+                    for k in range(m):
+                        leaf = np.int64(idx[k])
+                        wk = w[r0 + k]
+                        G[ch, leaf] += wk * g[k, c]
+                        H[ch, leaf] += wk * h[k, c]
+                        C[ch, leaf] += wk
+                        delta[k, c] += value[leaf]
+                        if forest:
+                            gsum[k, c] -= g[k, c]
+                            _add_path(k, leaf, parent, feature, p, c, A)
+                for k in range(m):
+                    for c in range(K):
+                        F[k, c] += delta[k, c]
+            if forest:
+                for k in range(m):
+                    wk = w[r0 + k]
+                    for c in range(K):
+                        s = wk * gsum[k, c]
+                        GS[ch, c] += s
+                        for j in range(n_feat):
+                            FI[ch, j, c] += A[k, j, c] * s
+
+
+@njit(cache=True)
+def subtree_sums(left, right, tree_offsets, leaf_sums, out):
+    """``out[n]`` = sum of ``leaf_sums`` over the leaves below n (n itself at a leaf)."""
+    n_trees = tree_offsets.shape[0] - 1
+    order = np.empty(left.shape[0], dtype=np.int64)
+    for t in range(n_trees):
+        lo = tree_offsets[t]
+        hi = tree_offsets[t + 1]
+        order[0] = lo
+        head = 0
+        tail = 1
+        while head < tail:
+            n = order[head]
+            head += 1
+            if left[n] >= 0:
+                order[tail] = left[n]
+                order[tail + 1] = right[n]
+                tail += 2
+        for j in range(hi - lo - 1, -1, -1):
+            n = order[j]
+            if left[n] < 0:
+                out[n] = leaf_sums[n]
+            else:
+                out[n] = out[left[n]] + out[right[n]]
