@@ -8,9 +8,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._staged import _staged
 from .adapters import from_model
 from .ensemble import TreeEnsemble
 from .kernels import attribution as K
+
+_ATTRIBUTIONS = {"predecomp": "regularized", "saabas": "mean"}
+
+
+def _kind(attribution: str) -> str:
+    """Node-value kind of an attribution name."""
+    try:
+        return _ATTRIBUTIONS[attribution]
+    except KeyError:
+        raise ValueError(
+            f"attribution must be one of {sorted(_ATTRIBUTIONS)}, got {attribution!r}."
+        ) from None
+
 
 __all__ = ["Attribution", "node_values", "predecomp", "saabas"]
 
@@ -70,25 +84,45 @@ def _tree_range(ens: TreeEnsemble, trees: Any) -> tuple[int, int]:
     return ens._tree_range(tuple(trees))
 
 
-def node_values(ens: TreeEnsemble, kind: str = "regularized") -> np.ndarray:
-    """p(t) of every node: ``"regularized"`` (PreDecomp) or ``"mean"`` (Saabas).
+def node_values(model: Any, kind: str = "regularized", reference: Any = None) -> np.ndarray:
+    """p(t) of every node, in one of the three variants of METHODS.md.
 
     Parameters
     ----------
-    ens : TreeEnsemble
-    kind : {"regularized", "mean"}
+    model : TreeEnsemble or a supported booster
+    kind : {"regularized", "mean", "data"}
+        ``"regularized"``: PreDecomp's p(t) = [(H_L + lambda) p(L) + (H_R + lambda) p(R)] /
+        (H_t + lambda) from the leaves and the stored covers; ``"mean"``: Saabas' cover-weighted
+        means (lambda = 0); ``"data"``: p(t) = -lr G_t / (H_t + lambda) with G_t, H_t summed
+        over ``reference`` with the staged gradients (for every node, leaves included).
+    reference : tuple, optional
+        ``(X, y)`` or ``(X, y, sample_weight)``: the data set of ``kind="data"`` (normally the
+        training set).
 
     Returns
     -------
     ndarray of float64, shape (n_nodes,)
     """
+    ens = from_model(model)
+    if kind == "data":
+        if reference is None or len(reference) not in (2, 3):
+            raise ValueError('kind="data" needs reference=(X, y) or (X, y, sample_weight).')
+        Xr, yr, *wr = reference
+        G, H, _, _, _ = _staged(ens, Xr, yr, wr[0] if wr else None)
+        Gs = np.empty(ens.n_nodes)
+        Hs = np.empty(ens.n_nodes)
+        K.subtree_sums(ens.left, ens.right, ens.tree_offsets, G, Gs)
+        K.subtree_sums(ens.left, ens.right, ens.tree_offsets, H, Hs)
+        lr = np.repeat(ens.learning_rate, np.diff(ens.tree_offsets))
+        den = Hs + ens.reg_lambda
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(den > 0, -lr * Gs / den, 0.0)
     if kind not in ("regularized", "mean"):
-        raise ValueError(f"kind must be 'regularized' or 'mean', got {kind!r}.")
+        raise ValueError(f"kind must be 'regularized', 'mean' or 'data', got {kind!r}.")
     cover = ens.cover
     if np.any(~np.isfinite(cover)):
         raise ValueError(
-            "The model does not store hessian covers; node values need them (use node values "
-            "from data instead)."
+            "The model does not store hessian covers; use kind='data' with reference=(X, y)."
         )
     lam = ens.reg_lambda if kind == "regularized" else 0.0
     out = np.empty(ens.n_nodes)
@@ -96,10 +130,12 @@ def node_values(ens: TreeEnsemble, kind: str = "regularized") -> np.ndarray:
     return out
 
 
-def _path_attribution(model: Any, X: Any, trees: Any, kind: str) -> Attribution:
+def _path_attribution(
+    model: Any, X: Any, trees: Any, kind: str, reference: Any = None
+) -> Attribution:
     ens = from_model(model)
     lo, hi = _tree_range(ens, trees)
-    p = node_values(ens, kind)
+    p = node_values(ens, "data" if reference is not None else kind, reference)
     n, blocks = ens._blocks(X)
     out = np.zeros((n, ens.n_features, ens.n_outputs))
     parent = K.parents(ens.left, ens.right)
@@ -123,7 +159,7 @@ def _path_attribution(model: Any, X: Any, trees: Any, kind: str) -> Attribution:
     return Attribution(values=values, bias=bias, feature_names=ens.feature_names, index=index)
 
 
-def predecomp(model: Any, X: Any, trees: Any = None) -> Attribution:
+def predecomp(model: Any, X: Any, trees: Any = None, reference: Any = None) -> Attribution:
     """PreDecomp: per-row feature attributions from regularized node values.
 
     Node values are p(t) = -lr G_t / (H_t + lambda), computed from the leaves and the stored
@@ -136,13 +172,17 @@ def predecomp(model: Any, X: Any, trees: Any = None) -> Attribution:
     X : array-like, DataFrame or scipy sparse matrix
     trees : slice or tuple of int, optional
         A slice of trees, or an ``(start, stop)`` range of boosting rounds.
+    reference : tuple, optional
+        ``(X_train, y_train[, sample_weight])``: recompute the node values from this data with
+        staged gradients (``node_values(kind="data")``) instead of the stored covers. Local
+        accuracy then holds only where the data reproduce the model's leaves.
 
     Returns
     -------
     Attribution
         ``values.sum(axis=1) + bias`` equals the margin of the trees used.
     """
-    return _path_attribution(model, X, trees, "regularized")
+    return _path_attribution(model, X, trees, "regularized", reference)
 
 
 def saabas(model: Any, X: Any, trees: Any = None) -> Attribution:

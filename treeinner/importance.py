@@ -5,19 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numba
 import numpy as np
 import pandas as pd
 
+from ._staged import _staged, _weights
 from .adapters import from_model
-from .attribution import node_values, predecomp, saabas
+from .attribution import _kind, node_values, predecomp, saabas
 from .ensemble import TreeEnsemble
 from .kernels import attribution as K
 from .objectives import get_objective
 
 __all__ = ["forest_inner", "importance", "total_gain", "tree_inner"]
 
-_ATTRIBUTIONS = {"predecomp": "regularized", "saabas": "mean"}
 METHODS = (
     "tree_inner",
     "forest_inner",
@@ -26,75 +25,6 @@ METHODS = (
     "total_gain",
     "permutation",
 )
-
-
-def _kind(attribution: str) -> str:
-    try:
-        return _ATTRIBUTIONS[attribution]
-    except KeyError:
-        raise ValueError(
-            f"attribution must be one of {sorted(_ATTRIBUTIONS)}, got {attribution!r}."
-        ) from None
-
-
-def _weights(sample_weight: Any, n: int) -> np.ndarray:
-    if sample_weight is None:
-        return np.ones(n)
-    w = np.asarray(sample_weight, dtype=np.float64)
-    if w.shape != (n,):
-        raise ValueError(f"sample_weight has shape {w.shape}; expected ({n},).")
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError("sample_weight must be finite and non-negative.")
-    return w
-
-
-def _iter_ptr(ens: TreeEnsemble) -> np.ndarray:
-    """Start of every boosting round's trees (trees of one round share gradients)."""
-    starts = np.flatnonzero(np.diff(ens.tree_iteration)) + 1
-    return np.concatenate([[0], starts, [ens.n_trees]]).astype(np.int64)
-
-
-def _staged(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest_p=None):
-    """Run the staged pass; per-node sums of w g, w h and w, and ForestInner sums."""
-    obj = get_objective(ens)
-    n, blocks = ens._blocks(X)
-    yv = obj.check_labels(y)
-    if yv.shape[0] != n:
-        raise ValueError(f"X has {n} rows but y has {yv.shape[0]}.")
-    w = _weights(sample_weight, n)
-    n_chunks = max(1, min(numba.get_num_threads(), (n + 255) // 256))
-    G = np.zeros((n_chunks, ens.n_nodes))
-    H = np.zeros_like(G)
-    C = np.zeros_like(G)
-    forest = forest_p is not None
-    FI = np.zeros((n_chunks, ens.n_features if forest else 1, ens.n_outputs))
-    GS = np.zeros((n_chunks, ens.n_outputs))
-    parent = K.parents(ens.left, ens.right)
-    p = forest_p if forest else np.zeros(ens.n_nodes)
-    for start, block in blocks:
-        stop = start + block.shape[0]
-        K.staged_pass(
-            block,
-            yv[start:stop],
-            w[start:stop],
-            ens._nodes(),
-            ens._layout,
-            _iter_ptr(ens),
-            ens.base_margin,
-            obj.code,
-            obj.prm,
-            ens._float32_input,
-            n_chunks,
-            parent,
-            p,
-            forest,
-            G,
-            H,
-            C,
-            FI,
-            GS,
-        )
-    return G.sum(0), H.sum(0), C.sum(0), FI.sum(0), GS.sum(0)
 
 
 def _per_output(ens: TreeEnsemble, per_feature: np.ndarray, name: str) -> pd.Series | pd.DataFrame:
@@ -123,12 +53,22 @@ def _tree_inner_from_sums(ens: TreeEnsemble, p: np.ndarray, leaf_neg_g: np.ndarr
     return out
 
 
+def _values(ens: TreeEnsemble, attribution: str, reference: Any) -> np.ndarray:
+    kind = _kind(attribution)
+    if reference is not None:
+        if kind != "regularized":
+            raise ValueError("reference= recomputes PreDecomp node values; use 'predecomp'.")
+        kind = "data"
+    return node_values(ens, kind, reference)
+
+
 def tree_inner(
     model: Any,
     X: Any,
     y: Any,
     attribution: str = "predecomp",
     sample_weight: Any = None,
+    reference: Any = None,
 ) -> pd.Series | pd.DataFrame:
     """TreeInner: per tree, the inner product of an attribution with the negative gradient.
 
@@ -147,6 +87,9 @@ def tree_inner(
     attribution : {"predecomp", "saabas"}
         The per-tree attribution r.
     sample_weight : array-like of shape (n_samples,), optional
+    reference : tuple, optional
+        ``(X_train, y_train[, sample_weight])``: PreDecomp node values recomputed from this data
+        (``node_values(kind="data")``) instead of the stored covers.
 
     Returns
     -------
@@ -154,7 +97,7 @@ def tree_inner(
     column per class and a ``total`` column.
     """
     ens = from_model(model)
-    p = node_values(ens, _kind(attribution))
+    p = _values(ens, attribution, reference)
     G, _, _, _, _ = _staged(ens, X, y, sample_weight)
     return _per_output(ens, _tree_inner_from_sums(ens, p, -G), "tree_inner")
 
@@ -165,6 +108,7 @@ def forest_inner(
     y: Any,
     attribution: str = "predecomp",
     sample_weight: Any = None,
+    reference: Any = None,
 ) -> pd.Series | pd.DataFrame:
     """ForestInner: the forest-level inner product of attributions and negative gradients.
 
@@ -179,13 +123,15 @@ def forest_inner(
     y : array-like of shape (n_samples,)
     attribution : {"predecomp", "saabas"}
     sample_weight : array-like of shape (n_samples,), optional
+    reference : tuple, optional
+        As for :func:`tree_inner`.
 
     Returns
     -------
     pandas.Series, or a DataFrame per class plus ``total`` for multi-output models.
     """
     ens = from_model(model)
-    p = node_values(ens, _kind(attribution))
+    p = _values(ens, attribution, reference)
     _, _, _, FI, _ = _staged(ens, X, y, sample_weight, forest_p=p)
     return _per_output(ens, FI / float(np.mean(ens.learning_rate)), "forest_inner")
 
