@@ -29,8 +29,11 @@ def _iter_ptr(ens: TreeEnsemble) -> np.ndarray:
     return np.concatenate([[0], starts, [ens.n_trees]]).astype(np.int64)
 
 
-def _staged(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest_p=None):
-    """Run the staged pass; per-node sums of w g, w h and w, and ForestInner sums."""
+def _staged(
+    ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest_p=None, need_hc: bool = True
+):
+    """Run the staged pass: per-leaf sums of w g (and, with ``need_hc``, of w h and w), and
+    the ForestInner sums when ``forest_p`` (node values) is given."""
     obj = get_objective(ens)
     n, blocks = ens._blocks(X)
     yv = obj.check_labels(y)
@@ -63,6 +66,7 @@ def _staged(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest_p=None
             parent,
             p,
             forest,
+            need_hc,
             G,
             H,
             C,

@@ -98,7 +98,7 @@ def tree_inner(
     """
     ens = from_model(model)
     p = _values(ens, attribution, reference)
-    G, _, _, _, _ = _staged(ens, X, y, sample_weight)
+    G, _, _, _, _ = _staged(ens, X, y, sample_weight, need_hc=False)
     return _per_output(ens, _tree_inner_from_sums(ens, p, -G), "tree_inner")
 
 
@@ -132,7 +132,7 @@ def forest_inner(
     """
     ens = from_model(model)
     p = _values(ens, attribution, reference)
-    _, _, _, FI, _ = _staged(ens, X, y, sample_weight, forest_p=p)
+    _, _, _, FI, _ = _staged(ens, X, y, sample_weight, forest_p=p, need_hc=False)
     return _per_output(ens, FI / float(np.mean(ens.learning_rate)), "forest_inner")
 
 

@@ -221,6 +221,43 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
+@njit(cache=True, inline="always")
+def grad_hess(code, prm, y, f):
+    """Gradient and hessian of one single-output row at margin ``f``."""
+    if code == SQUARED:
+        return f - y, 1.0
+    if code == LOGISTIC:
+        p = _sigmoid(f)
+        w = prm[P_POS_WEIGHT] if y == 1.0 else 1.0
+        return (p - y) * w, max(p * (1.0 - p), prm[P_MIN_HESS]) * w
+    if code == POISSON:
+        return np.exp(f) - y, np.exp(f + prm[P_MAX_DELTA])
+    if code == GAMMA:
+        e = y * np.exp(-f)
+        return 1.0 - e, e
+    if code == TWEEDIE:
+        rho = prm[P_TWEEDIE]
+        a = np.exp((1.0 - rho) * f)
+        b = np.exp((2.0 - rho) * f)
+        return -y * a + b, -y * (1.0 - rho) * a + (2.0 - rho) * b
+    if code == PSEUDO_HUBER:
+        d = prm[P_HUBER]
+        z = f - y
+        scale = 1.0 + (z / d) ** 2
+        sq = np.sqrt(scale)
+        return z / sq, 1.0 / (scale * sq)
+    if code == SQUARED_LOG:
+        p = max(f, -1.0 + 1e-6)
+        r = np.log1p(p) - np.log1p(y)
+        return r / (p + 1.0), max((1.0 - r) / ((p + 1.0) * (p + 1.0)), prm[P_MIN_HESS])
+    if code == HINGE:
+        yy = 2.0 * y - 1.0
+        if f * yy < 1.0:
+            return -yy, 1.0
+        return 0.0, prm[P_MIN_HESS]
+    return f - y, 1.0
+
+
 @njit(cache=True)
 def grad_hess_row(code, prm, y, F, g, h):
     """Gradient and hessian of one row at margins ``F`` (one per output) into ``g``, ``h``."""
@@ -238,48 +275,4 @@ def grad_hess_row(code, prm, y, F, g, h):
             g[c] = p - (1.0 if c == label else 0.0)
             h[c] = max(prm[P_HESS_SCALE] * p * (1.0 - p), prm[P_MIN_HESS])
         return
-    f = F[0]
-    if code == SQUARED:
-        g[0] = f - y
-        h[0] = 1.0
-    elif code == LOGISTIC:
-        p = _sigmoid(f)
-        w = prm[P_POS_WEIGHT] if y == 1.0 else 1.0
-        g[0] = (p - y) * w
-        h[0] = max(p * (1.0 - p), prm[P_MIN_HESS]) * w
-    elif code == POISSON:
-        g[0] = np.exp(f) - y
-        h[0] = np.exp(f + prm[P_MAX_DELTA])
-    elif code == GAMMA:
-        e = y * np.exp(-f)
-        g[0] = 1.0 - e
-        h[0] = e
-    elif code == TWEEDIE:
-        rho = prm[P_TWEEDIE]
-        a = np.exp((1.0 - rho) * f)
-        b = np.exp((2.0 - rho) * f)
-        g[0] = -y * a + b
-        h[0] = -y * (1.0 - rho) * a + (2.0 - rho) * b
-    elif code == PSEUDO_HUBER:
-        d = prm[P_HUBER]
-        z = f - y
-        scale = 1.0 + (z / d) ** 2
-        sq = np.sqrt(scale)
-        g[0] = z / sq
-        h[0] = 1.0 / (scale * sq)
-    elif code == SQUARED_LOG:
-        p = max(f, -1.0 + 1e-6)
-        r = np.log1p(p) - np.log1p(y)
-        g[0] = r / (p + 1.0)
-        h[0] = max((1.0 - r) / ((p + 1.0) * (p + 1.0)), prm[P_MIN_HESS])
-    elif code == HINGE:
-        yy = 2.0 * y - 1.0
-        if f * yy < 1.0:
-            g[0] = -yy
-            h[0] = 1.0
-        else:
-            g[0] = 0.0
-            h[0] = prm[P_MIN_HESS]
-    else:
-        g[0] = f - y
-        h[0] = 1.0
+    g[0], h[0] = grad_hess(code, prm, y, F[0])

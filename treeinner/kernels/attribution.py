@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..objectives import grad_hess_row
+from ..objectives import SOFTMAX, grad_hess, grad_hess_row
 from .routing import ROW_BLOCK, _fill_buffer, _route_block
 
 
@@ -115,6 +115,7 @@ def staged_pass(
     parent,
     p,
     forest,
+    need_hc,
     G,
     H,
     C,
@@ -126,8 +127,9 @@ def staged_pass(
     For every tree, rows are routed to their leaf, and ``w * g``, ``w * h`` and ``w`` (g, h the
     gradient and hessian at the margin before the tree's boosting round) are added to the
     leaf's entries of ``G``, ``H``, ``C`` (shape (n_chunks, n_nodes): one row per chunk of
-    rows, so threads never share an accumulator). Trees of one round (classes, parallel trees)
-    share the gradients of the round's start, as the booster computed them.
+    rows, so threads never share an accumulator; ``H`` and ``C`` only with ``need_hc``).
+    Trees of one round (classes, parallel trees) share the gradients of the round's start, as
+    the booster computed them.
 
     With ``forest``, ForestInner is accumulated too: per row, the attribution summed over trees
     (path contributions with node values ``p``) times the summed negative gradient, into
@@ -144,6 +146,9 @@ def staged_pass(
     for ch in prange(n_chunks):
         lo = ch * chunk
         hi = min(n_rows, lo + chunk)
+        Gc = G[ch]
+        Hc = H[ch]
+        Cc = C[ch]
         idx = np.empty(ROW_BLOCK, dtype=np.uint64)
         buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
         F = np.empty((ROW_BLOCK, K))
@@ -163,8 +168,15 @@ def staged_pass(
             if forest:
                 A[:m] = 0.0
             for it in range(iter_ptr.shape[0] - 1):
+                if code == SOFTMAX:
+                    for k in range(m):
+                        grad_hess_row(code, prm, y[r0 + k], F[k], g[k], h[k])
+                else:
+                    for k in range(m):
+                        gk, hk = grad_hess(code, prm, y[r0 + k], F[k, 0])
+                        g[k, 0] = gk
+                        h[k, 0] = hk
                 for k in range(m):
-                    grad_hess_row(code, prm, y[r0 + k], F[k], g[k], h[k])
                     for c in range(K):
                         delta[k, c] = 0.0
                 for t in range(iter_ptr[it], iter_ptr[it + 1]):
@@ -173,13 +185,18 @@ def staged_pass(
                     for k in range(m):
                         leaf = np.int64(idx[k])
                         wk = w[r0 + k]
-                        G[ch, leaf] += wk * g[k, c]
-                        H[ch, leaf] += wk * h[k, c]
-                        C[ch, leaf] += wk
+                        Gc[leaf] += wk * g[k, c]
                         delta[k, c] += value[leaf]
-                        if forest:
+                    if need_hc:
+                        for k in range(m):
+                            leaf = np.int64(idx[k])
+                            wk = w[r0 + k]
+                            Hc[leaf] += wk * h[k, c]
+                            Cc[leaf] += wk
+                    if forest:
+                        for k in range(m):
                             gsum[k, c] -= g[k, c]
-                            _add_path(k, leaf, parent, feature, p, c, A)
+                            _add_path(k, np.int64(idx[k]), parent, feature, p, c, A)
                 for k in range(m):
                     for c in range(K):
                         F[k, c] += delta[k, c]
