@@ -62,6 +62,7 @@ def _staged(
             obj.code,
             obj.prm,
             ens._float32_input,
+            ens.float32_sum,
             n_chunks,
             parent,
             p,

@@ -329,6 +329,8 @@ def _recover(trees: list[dict]) -> tuple[float | None, np.ndarray | None, str]:
     snapped = np.array(
         [_snap(e, max(6 * s, 1e-6 * e)) if np.isfinite(e) else np.nan for e, s in zip(etas, errs)]
     )
+    if np.any(snapped[good] <= 0):
+        return lam, None, "recovered a non-positive learning rate"
     last = float(snapped[good][0])
     for i in range(snapped.size):
         if np.isfinite(snapped[i]):
@@ -477,6 +479,8 @@ def _from_dict(doc, config, learning_rate, reg_lambda) -> TreeEnsemble:
     lam_r, eta_r, why = (None, None, "")
     if learning_rate is None or reg_lambda is None:
         lam_r, eta_r, why = _recover(parsed)
+    if objective in _REFIT_OBJECTIVES:  # leaves are refit: they do not tell eta
+        eta_r, why = None, f"objective {objective} refits the leaves"
     etas, lam, notes = _choose_eta_lambda(
         cfg, lam_r, eta_r, why, learning_rate, reg_lambda, n_trees
     )

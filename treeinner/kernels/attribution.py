@@ -111,6 +111,7 @@ def staged_pass(
     code,
     prm,
     f32,
+    f32_sum,
     n_chunks,
     parent,
     p,
@@ -129,7 +130,8 @@ def staged_pass(
     leaf's entries of ``G``, ``H``, ``C`` (shape (n_chunks, n_nodes): one row per chunk of
     rows, so threads never share an accumulator; ``H`` and ``C`` only with ``need_hc``).
     Trees of one round (classes, parallel trees) share the gradients of the round's start, as
-    the booster computed them.
+    the booster computed them; with ``f32_sum`` the staged margins are carried in float32 like
+    the booster's prediction cache.
 
     With ``forest``, ForestInner is accumulated too: per row, the attribution summed over trees
     (path contributions with node values ``p``) times the summed negative gradient, into
@@ -178,7 +180,7 @@ def staged_pass(
                         h[k, 0] = hk
                 for k in range(m):
                     for c in range(K):
-                        delta[k, c] = 0.0
+                        delta[k, c] = F[k, c]
                 for t in range(iter_ptr[it], iter_ptr[it + 1]):
                     _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
                     c = tree_group[t]
@@ -186,7 +188,10 @@ def staged_pass(
                         leaf = np.int64(idx[k])
                         wk = w[r0 + k]
                         Gc[leaf] += wk * g[k, c]
-                        delta[k, c] += value[leaf]
+                        if f32_sum:  # the booster's prediction cache is float32
+                            delta[k, c] = np.float32(delta[k, c]) + np.float32(value[leaf])
+                        else:
+                            delta[k, c] += value[leaf]
                     if need_hc:
                         for k in range(m):
                             leaf = np.int64(idx[k])
@@ -199,7 +204,7 @@ def staged_pass(
                             _add_path(k, np.int64(idx[k]), parent, feature, p, c, A)
                 for k in range(m):
                     for c in range(K):
-                        F[k, c] += delta[k, c]
+                        F[k, c] = delta[k, c]
             if forest:
                 for k in range(m):
                     wk = w[r0 + k]
