@@ -284,7 +284,11 @@ def _recover(trees: list[dict]) -> tuple[float | None, np.ndarray | None, str]:
     if np.sqrt(np.mean(resid**2)) > 1e-5 * np.sqrt(np.mean(m_**2)):
         return None, None, "lambda is not consistent across nodes (L1 or max_delta_step?)"
     se = float(np.sqrt(np.sum(resid**2) / max(1, resid.size - 1) / np.dot(d_, d_)))
-    lam = _snap(lam, max(6 * se, 1e-7 * abs(lam)))
+    # float32 rounding of the stored statistics is not random noise, so the standard error
+    # alone can be too tight; a lambda within 1e-6 of the covers it is added to is
+    # indistinguishable at their precision anyway.
+    h_scale = float(np.median(np.concatenate([t["cover"][t["left"] >= 0] for t in trees])))
+    lam = _snap(lam, max(6 * se, 1e-7 * abs(lam), 1e-6 * h_scale))
     if lam < 0:
         return None, None, f"recovered lambda {lam:g} < 0"
     etas = np.full(len(trees), np.nan)

@@ -1,0 +1,476 @@
+"""Global importances: TreeInner, ForestInner, total gain, permutation (METHODS.md).
+
+References here are written from the definitions in METHODS.md, slowly and independently of
+the package's staged-pass kernel: per-tree attributions from ``predecomp``/``saabas`` with
+``trees=slice(m, m + 1)``, staged margins from ``predict_margin(iteration_range=(0, it))`` and
+the gradients of each objective written out below.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import expit, log_softmax, softmax
+
+import treeinner
+from tests._xgb_cases import xgb
+from treeinner.importance import METHODS
+
+N_CLASS = 3
+
+
+# ---------------------------------------------------------------------- data and models
+def _data(objective, n, p=6, seed=0, missing=0.0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, p))
+    s = X[:, 0] + 0.5 * X[:, 1] * X[:, 2] - 0.3 * X[:, 3]
+    if objective == "reg:squarederror":
+        y = 2 * s + 0.5 * rng.normal(size=n)
+    elif objective == "binary:logistic":
+        y = (s + rng.normal(size=n) > 0).astype(float)
+    else:
+        y = np.digitize(s + 0.5 * rng.normal(size=n), [-0.5, 0.5]).astype(float)
+    if missing:
+        X[rng.random(X.shape) < missing] = np.nan
+    w = rng.uniform(0.2, 3.0, size=n)
+    return X, y, w
+
+
+def _train(objective, X, y, w=None, rounds=20, **params):
+    prm = {
+        "objective": objective,
+        "tree_method": "hist",
+        "max_depth": 3,
+        "nthread": 1,
+        "seed": 0,
+        **params,
+    }
+    if objective.startswith("multi"):
+        prm["num_class"] = N_CLASS
+    return xgb.train(prm, xgb.DMatrix(X, y, weight=w), rounds)
+
+
+def _ens(model):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # subsample < 1 warns that PreDecomp is inexact
+        return treeinner.from_model(model)
+
+
+def _normalized(v):
+    v = np.asarray(v, dtype=np.float64)
+    return v / v.sum()
+
+
+def _xgb_total_gain(booster, p):
+    score = booster.get_score(importance_type="total_gain")
+    return np.array([score.get(f"f{j}", 0.0) for j in range(p)])
+
+
+# ---------------------------------------------------------------------- Prop. 3
+OBJECTIVES = ["reg:squarederror", "binary:logistic", "multi:softprob"]
+ETAS = [0.01, 0.3, 1.0]
+LAMBDAS = [0.0, 1.0, 10.0]
+
+
+@pytest.fixture(scope="module")
+def gain_models():
+    """Every (objective, eta, lambda, weighted) model of the total-gain grid, trained once."""
+    out = {}
+    for obj in OBJECTIVES:
+        X, y, w = _data(obj, 500)
+        for eta in ETAS:
+            for lam in LAMBDAS:
+                for weighted in (False, True):
+                    ww = w if weighted else None
+                    b = _train(
+                        obj,
+                        X,
+                        y,
+                        ww,
+                        max_depth=4 if obj == "multi:softprob" else 3,
+                        eta=eta,
+                        reg_lambda=lam,
+                    )
+                    out[obj, eta, lam, weighted] = (b, X, y, ww)
+    return out
+
+
+def _total(res):
+    return res["total"] if isinstance(res, pd.DataFrame) else res
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("lam", LAMBDAS)
+@pytest.mark.parametrize("eta", ETAS)
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_total_gain_identity_on_training_data(gain_models, objective, eta, lam, weighted):
+    """Prop. 3: TreeInner-PreDecomp on the training data is XGBoost's total_gain."""
+    booster, X, y, w = gain_models[objective, eta, lam, weighted]
+    ref = _normalized(_xgb_total_gain(booster, X.shape[1]))
+    ti = _total(treeinner.tree_inner(booster, X, y, "predecomp", sample_weight=w))
+    assert np.max(np.abs(_normalized(ti.to_numpy()) - ref)) <= 1e-6
+    # the package's own total_gain reads the same numbers
+    tg = _total(treeinner.total_gain(booster)).to_numpy()
+    assert np.max(np.abs(_normalized(tg) - ref)) <= 1e-6
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("lam", LAMBDAS)
+@pytest.mark.parametrize("eta", ETAS)
+def test_total_gain_identity_per_class(gain_models, eta, lam, weighted):
+    booster, X, y, w = gain_models["multi:softprob", eta, lam, weighted]
+    ti = treeinner.tree_inner(booster, X, y, "predecomp", sample_weight=w)
+    tg = treeinner.total_gain(booster)
+    cols = [f"class_{c}" for c in range(N_CLASS)]
+    assert list(ti.columns) == [*cols, "total"]
+    assert list(tg.columns) == [*cols, "total"]
+    for c in cols:
+        assert tg[c].sum() > 0
+        assert np.max(np.abs(_normalized(ti[c]) - _normalized(tg[c]))) <= 1e-6, c
+    # per-class gains partition XGBoost's total gain
+    np.testing.assert_allclose(
+        tg[cols].sum(axis=1).to_numpy(), _xgb_total_gain(booster, X.shape[1]), rtol=1e-5
+    )
+
+
+@pytest.mark.parametrize(
+    ("objective", "eta", "lam", "weighted"),
+    [(o, e, la, wt) for o in OBJECTIVES for e in ETAS for la in LAMBDAS for wt in (False, True)],
+)
+def test_json_file_recovers_eta_and_lambda(gain_models, tmp_path, objective, eta, lam, weighted):
+    """A model read from .json has no training config: eta and lambda come from the trees,
+    and come back as the float32 values XGBoost trained with."""
+    booster = gain_models[objective, eta, lam, weighted][0]
+    path = tmp_path / "model.json"
+    booster.save_model(str(path))
+    ens = treeinner.load(path)
+    assert np.all(ens.learning_rate == float(np.float32(eta))), np.unique(ens.learning_rate)
+    assert ens.reg_lambda == float(np.float32(lam))
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("lam", LAMBDAS)
+@pytest.mark.parametrize("eta", ETAS)
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_total_gain_identity_from_json_file(gain_models, tmp_path, objective, eta, lam, weighted):
+    """Prop. 3 for a model read from .json with the recovered eta and lambda."""
+    booster, X, y, w = gain_models[objective, eta, lam, weighted]
+    path = tmp_path / "model.json"
+    booster.save_model(str(path))
+    ens = treeinner.load(path)
+    np.testing.assert_allclose(ens.learning_rate, np.float32(eta), rtol=1e-6)
+    assert ens.reg_lambda == pytest.approx(lam, abs=1e-4)
+    ref = _normalized(_xgb_total_gain(booster, X.shape[1]))
+    ti = _total(treeinner.tree_inner(ens, X, y, "predecomp", sample_weight=w))
+    assert np.max(np.abs(_normalized(ti.to_numpy()) - ref)) <= 1e-6
+
+
+# ---------------------------------------------------------------------- slow references
+def _neg_gradient(objective, F, y):
+    """-dl/dF per row and output, shape (n, K)."""
+    if objective == "reg:squarederror":
+        return (y - F[:, 0])[:, None]
+    if objective == "binary:logistic":
+        return (y - expit(F[:, 0]))[:, None]
+    onehot = np.eye(F.shape[1])[y.astype(int)]
+    return onehot - softmax(F, axis=1)
+
+
+def _staged_margins(ens, X):
+    """{round: margin before that round}, shape (n, K).
+
+    The margin is the booster's own prediction, ``predict_margin(iteration_range=(0, it))``
+    (summed in float32 as XGBoost's prediction cache is), and the base margin alone before the
+    first round. As a check of the round bookkeeping it must agree, to float32 rounding, with
+    the base margin plus the stored leaf values of the earlier rounds summed in float64.
+    """
+    n, K = X.shape[0], ens.n_outputs
+    leaves = ens.leaf_index(X)
+    F64 = np.tile(ens.base_margin, (n, 1))
+    out = {}
+    for m in range(ens.n_trees):
+        it = int(ens.tree_iteration[m])
+        if it not in out:
+            if it == 0:
+                out[it] = np.tile(ens.base_margin, (n, 1))
+            else:
+                out[it] = ens.predict_margin(X, iteration_range=(0, it)).reshape(n, K)
+            np.testing.assert_allclose(out[it], F64, rtol=1e-6, atol=1e-5)
+        lo, hi = ens.tree_offsets[m], ens.tree_offsets[m + 1]
+        ids, vals = ens.leaf_id[lo:hi], ens.value[lo:hi]
+        lut = np.full(ids.max() + 1, np.nan)
+        lut[ids[ids >= 0]] = vals[ids >= 0]
+        F64[:, ens.tree_group[m]] += lut[leaves[:, m]]
+    return out
+
+
+def _reference(ens, objective, X, y, w, attribution):
+    """TreeInner and ForestInner from their definitions, tree by tree: (p, K) arrays each."""
+    attr = treeinner.predecomp if attribution == "predecomp" else treeinner.saabas
+    n, p, K = X.shape[0], ens.n_features, ens.n_outputs
+    w = np.ones(n) if w is None else w
+    margins = _staged_margins(ens, X)
+    ti = np.zeros((p, K))
+    r_sum = np.zeros((n, p, K))
+    neg_g_sum = np.zeros((n, K))
+    for m in range(ens.n_trees):
+        # trees of one round (classes, parallel trees) share the round start's gradients
+        neg_g = _neg_gradient(objective, margins[int(ens.tree_iteration[m])], y)
+        c = int(ens.tree_group[m])
+        r = attr(ens, X, trees=slice(m, m + 1)).values.reshape(n, p, K)
+        assert not np.any(np.delete(r, c, axis=2))  # a tree only explains its own class
+        r = r[:, :, c]
+        ti[:, c] += (r * (w * neg_g[:, c])[:, None]).sum(axis=0) / ens.learning_rate[m]
+        r_sum[:, :, c] += r
+        neg_g_sum[:, c] += neg_g[:, c]
+    fi = np.einsum("npk,nk->pk", r_sum, w[:, None] * neg_g_sum) / np.mean(ens.learning_rate)
+    return ti, fi
+
+
+REF_CASES = [
+    # objective, num_parallel_tree, missing fraction, weights
+    ("reg:squarederror", 1, 0.0, False),
+    ("reg:squarederror", 2, 0.2, True),
+    ("binary:logistic", 1, 0.2, False),
+    ("binary:logistic", 2, 0.0, True),
+    ("multi:softprob", 1, 0.0, True),
+    ("multi:softprob", 2, 0.2, False),
+]
+
+
+@pytest.fixture(scope="module")
+def ref_models():
+    out = {}
+    for obj, npt, miss, weighted in REF_CASES:
+        X, y, w = _data(obj, 900, seed=1, missing=miss)
+        Xt, yt, wt = X[:500], y[:500], w[:500]
+        Xv, yv, wv = X[500:], y[500:], w[500:]
+        extra = {"num_parallel_tree": npt, "subsample": 0.8} if npt > 1 else {}
+        b = _train(
+            obj, Xt, yt, wt if weighted else None, rounds=12, eta=0.2, reg_lambda=2.0, **extra
+        )
+        out[obj, npt, miss, weighted] = (b, Xv, yv, wv if weighted else None)
+    return out
+
+
+def _as_matrix(res):
+    if isinstance(res, pd.Series):
+        return res.to_numpy()[:, None]
+    return res[[c for c in res.columns if c != "total"]].to_numpy()
+
+
+@pytest.mark.parametrize("attribution", ["predecomp", "saabas"])
+@pytest.mark.parametrize(
+    "case", REF_CASES, ids=[f"{o}-npt{n}-miss{m}-w{int(w)}" for o, n, m, w in REF_CASES]
+)
+def test_tree_and_forest_inner_match_definitions(ref_models, case, attribution):
+    booster, Xv, yv, wv = ref_models[case]
+    objective, npt = case[0], case[1]
+    ens = _ens(booster)
+    assert ens.n_trees == 12 * npt * (N_CLASS if objective.startswith("multi") else 1)
+    if case[2]:
+        assert np.isnan(Xv).any()
+    ti_ref, fi_ref = _reference(ens, objective, Xv, yv, wv, attribution)
+    ti = treeinner.tree_inner(ens, Xv, yv, attribution, sample_weight=wv)
+    fi = treeinner.forest_inner(ens, Xv, yv, attribution, sample_weight=wv)
+    assert np.abs(ti_ref).max() > 0 and np.abs(fi_ref).max() > 0
+    np.testing.assert_allclose(_as_matrix(ti), ti_ref, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(_as_matrix(fi), fi_ref, rtol=1e-6, atol=1e-9)
+    if ti_ref.shape[1] > 1:
+        np.testing.assert_allclose(ti["total"], ti_ref.sum(axis=1), rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(fi["total"], fi_ref.sum(axis=1), rtol=1e-6, atol=1e-9)
+
+
+def test_tree_inner_and_forest_inner_differ_after_the_first_round(ref_models):
+    """Sanity of the references: the two definitions are genuinely different numbers."""
+    booster, Xv, yv, wv = ref_models["reg:squarederror", 1, 0.0, False]
+    ti = treeinner.tree_inner(booster, Xv, yv)
+    fi = treeinner.forest_inner(booster, Xv, yv)
+    assert not np.allclose(ti.to_numpy(), fi.to_numpy(), rtol=1e-3)
+
+
+# ---------------------------------------------------------------------- noise features
+def test_noise_features_negative_on_validation():
+    rng = np.random.default_rng(42)
+    n, n_valid, n_signal, n_noise = 1000, 2000, 3, 10
+    X = rng.normal(size=(n + n_valid, n_signal + n_noise))
+    y = X[:, 0] + np.sin(2 * X[:, 1]) + 0.5 * X[:, 2] ** 2 + rng.normal(size=n + n_valid)
+    booster = _train("reg:squarederror", X[:n], y[:n], rounds=200, max_depth=6, eta=0.3)
+    ti = treeinner.tree_inner(booster, X[n:], y[n:]).to_numpy()
+    assert np.all(ti[:n_signal] > 0), ti[:n_signal]
+    assert ti[n_signal:].mean() < 0, ti[n_signal:]
+    gain = treeinner.total_gain(booster).to_numpy()
+    assert np.all(gain[n_signal:] > 0), gain[n_signal:]
+    # on the training data TreeInner is the (positive) total gain, noise included
+    ti_train = treeinner.tree_inner(booster, X[:n], y[:n]).to_numpy()
+    assert np.all(ti_train[n_signal:] > 0)
+
+
+# ---------------------------------------------------------------------- shapes and errors
+@pytest.fixture(scope="module")
+def frame_models():
+    rng = np.random.default_rng(7)
+    names = ["alpha", "beta", "gamma", "delta"]
+    X = pd.DataFrame(rng.normal(size=(400, 4)), columns=names)
+    s = X["alpha"] + 0.5 * X["beta"] - 0.2 * X["gamma"]
+    y_bin = (s + rng.normal(size=400) > 0).astype(float).to_numpy()
+    y_mc = np.digitize(s + 0.5 * rng.normal(size=400), [-0.5, 0.5]).astype(float)
+    params = {"tree_method": "hist", "max_depth": 3, "nthread": 1, "seed": 0}
+    binary = xgb.train(
+        {**params, "objective": "binary:logistic"}, xgb.DMatrix(X[:300], y_bin[:300]), 15
+    )
+    multi = xgb.train(
+        {**params, "objective": "multi:softprob", "num_class": N_CLASS},
+        xgb.DMatrix(X[:300], y_mc[:300]),
+        15,
+    )
+    return names, X[300:], y_bin[300:], y_mc[300:], binary, multi
+
+
+def test_series_indexed_by_dataframe_names(frame_models):
+    names, X, y, _, binary, _ = frame_models
+    # columns in another order are matched by name
+    Xs = X[names[::-1]]
+    for fn in (treeinner.tree_inner, treeinner.forest_inner):
+        res = fn(binary, Xs, y)
+        assert isinstance(res, pd.Series)
+        assert list(res.index) == names
+        assert res.dtype == np.float64
+        np.testing.assert_allclose(res.to_numpy(), fn(binary, X.to_numpy(), y).to_numpy())
+    tg = treeinner.total_gain(binary)
+    assert isinstance(tg, pd.Series) and list(tg.index) == names
+
+
+def test_multiclass_dataframe_columns(frame_models):
+    names, X, _, y_mc, _, multi = frame_models
+    cols = [f"class_{c}" for c in range(N_CLASS)] + ["total"]
+    for fn in (treeinner.tree_inner, treeinner.forest_inner):
+        res = fn(multi, X, y_mc)
+        assert isinstance(res, pd.DataFrame)
+        assert list(res.columns) == cols
+        assert list(res.index) == names
+        np.testing.assert_allclose(res["total"], res[cols[:-1]].sum(axis=1))
+
+
+def test_importance_default_methods(frame_models):
+    names, X, y, y_mc, binary, multi = frame_models
+    df = treeinner.importance(binary, X, y, random_state=0)
+    assert isinstance(df, pd.DataFrame)
+    assert list(df.columns) == list(METHODS)
+    assert list(df.index) == names
+    assert np.all(np.isfinite(df.to_numpy()))
+    np.testing.assert_allclose(df["tree_inner"], treeinner.tree_inner(binary, X, y))
+    np.testing.assert_allclose(df["forest_inner"], treeinner.forest_inner(binary, X, y))
+    np.testing.assert_allclose(df["total_gain"], treeinner.total_gain(binary))
+    abs_pd = np.abs(treeinner.predecomp(binary, X).values).mean(axis=0)
+    np.testing.assert_allclose(df["abs_predecomp"], abs_pd)
+    # multiclass columns hold totals over classes
+    dm = treeinner.importance(multi, X, y_mc, methods=["tree_inner", "tree_inner_saabas"])
+    np.testing.assert_allclose(dm["tree_inner"], treeinner.tree_inner(multi, X, y_mc)["total"])
+    np.testing.assert_allclose(
+        dm["tree_inner_saabas"], treeinner.tree_inner(multi, X, y_mc, "saabas")["total"]
+    )
+
+
+def test_importance_unknown_method(frame_models):
+    _, X, y, _, binary, _ = frame_models
+    with pytest.raises(ValueError, match="nope"):
+        treeinner.importance(binary, X, y, methods=["tree_inner", "nope"])
+
+
+def test_permutation_reproducible_and_signal_positive(frame_models):
+    names, X, y, _, binary, _ = frame_models
+    a = treeinner.importance(binary, X, y, methods=["permutation"], random_state=3)
+    b = treeinner.importance(binary, X, y, methods=["permutation"], random_state=3)
+    c = treeinner.importance(binary, X, y, methods=["permutation"], random_state=4)
+    assert a.equals(b)
+    assert not a.equals(c)
+    assert a.loc["alpha", "permutation"] > 0.05
+    assert a.loc["alpha", "permutation"] == a["permutation"].max()
+
+
+def _expected_permutation(ens, objective, X, y, j):
+    """E over a uniform permutation of column j of the mean log-loss increase (exact)."""
+    n = X.shape[0]
+
+    def logloss(F, yy):
+        if objective == "binary:logistic":
+            return np.logaddexp(0.0, F) - yy * F
+        return -log_softmax(F, axis=1)[np.arange(len(yy)), yy.astype(int)]
+
+    base = logloss(ens.predict_margin(X), y).mean()
+    # a uniform permutation sends every row's value j to every other row with prob. 1/n
+    Xr = np.repeat(X, n, axis=0)
+    Xr[:, j] = np.tile(X[:, j], n)
+    return logloss(ens.predict_margin(Xr), np.repeat(y, n)).mean() - base
+
+
+@pytest.mark.parametrize("objective", ["binary:logistic", "multi:softprob"])
+def test_permutation_uses_the_models_loss(objective):
+    """Mean over many permutations ~ the exact expectation under the model's log-loss."""
+    X, y, _ = _data(objective, 400, p=4, seed=5)
+    booster = _train(objective, X[:300], y[:300], rounds=15)
+    Xv, yv = X[300:], y[300:]
+    ens = _ens(booster)
+    got = treeinner.importance(
+        booster, Xv, yv, methods=["permutation"], n_repeats=300, random_state=0
+    )["permutation"].to_numpy()
+    expected = np.array([_expected_permutation(ens, objective, Xv, yv, j) for j in range(4)])
+    assert expected[0] > 0.1
+    np.testing.assert_allclose(got, expected, rtol=0.05, atol=3e-3)
+
+
+def test_error_handling(frame_models):
+    _, X, y, _, binary, _ = frame_models
+    n = len(y)
+    fns = [
+        treeinner.tree_inner,
+        treeinner.forest_inner,
+        lambda m, X, y, **kw: treeinner.importance(m, X, y, **kw),
+    ]
+    for fn in fns:
+        with pytest.raises(ValueError, match="sample_weight"):
+            fn(binary, X, y, sample_weight=np.ones(n - 1))
+        with pytest.raises(ValueError, match="sample_weight"):
+            fn(binary, X, y, sample_weight=np.ones((n, 1)))
+        w = np.ones(n)
+        w[3] = -1.0
+        with pytest.raises(ValueError, match="sample_weight"):
+            fn(binary, X, y, sample_weight=w)
+        with pytest.raises(ValueError):
+            fn(binary, X, y[:-1])
+        with pytest.raises(ValueError):
+            fn(binary, X, np.concatenate([y, y[:1]]))
+    for fn in (treeinner.tree_inner, treeinner.forest_inner):
+        with pytest.raises(ValueError, match="attribution"):
+            fn(binary, X, y, attribution="shapley")
+        with pytest.raises(ValueError, match="attribution"):
+            fn(binary, X, y, "PreDecomp")
+
+
+# ---------------------------------------------------------------------- large inputs
+def test_large_input_additive_over_rows():
+    X, y, w = _data("binary:logistic", 20_000, seed=11, missing=0.05)
+    booster = _train("binary:logistic", X[:2000], y[:2000], rounds=10, max_depth=4, eta=0.3)
+    for fn in (treeinner.tree_inner, treeinner.forest_inner):
+        whole = fn(booster, X, y, sample_weight=w).to_numpy()
+        assert np.abs(whole).max() > 0
+        # halves, and uneven parts whose chunk boundaries fall elsewhere
+        for h in (10_000, 7_777):
+            parts = (
+                fn(booster, X[:h], y[:h], sample_weight=w[:h]).to_numpy()
+                + fn(booster, X[h:], y[h:], sample_weight=w[h:]).to_numpy()
+            )
+            np.testing.assert_allclose(whole, parts, rtol=1e-9, atol=1e-9 * np.abs(whole).max())
+    # and it is still the definition
+    ens = _ens(booster)
+    ti_ref, fi_ref = _reference(ens, "binary:logistic", X, y, w, "predecomp")
+    np.testing.assert_allclose(
+        treeinner.tree_inner(booster, X, y, sample_weight=w).to_numpy(), ti_ref[:, 0], rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        treeinner.forest_inner(booster, X, y, sample_weight=w).to_numpy(), fi_ref[:, 0], rtol=1e-6
+    )
