@@ -698,3 +698,33 @@ def test_softmax_loss_minimized_at_the_class_frequencies():
         d -= d.mean()  # shifting all margins together changes nothing
         assert obj.loss(y, np.tile(F + d, (len(y), 1))) > base
     assert obj.loss(y, np.tile(F + 5.0, (len(y), 1))) == pytest.approx(base, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("objective", "extra"),
+    [
+        ("reg:squarederror", {}),
+        ("binary:logistic", {}),
+        ("binary:logitraw", {}),
+        ("count:poisson", {}),
+        ("reg:gamma", {}),
+        ("reg:tweedie", {}),
+        ("multi:softprob", {"num_class": 3}),
+    ],
+)
+def test_link_inverse_matches_xgboost_predict(objective, extra):
+    """Objective.link_inverse turns our margins into XGBoost's own predictions."""
+    from treeinner.objectives import get_objective
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(200, 3))
+    if objective.startswith("multi"):
+        y = rng.integers(0, 3, size=200).astype(float)
+    elif objective.startswith("binary"):
+        y = (X[:, 0] > 0).astype(float)
+    else:
+        y = np.exp(0.3 * X[:, 0]) + (objective == "reg:gamma") * 0.1
+    b = xgb.train({"objective": objective, "max_depth": 2, **extra}, xgb.DMatrix(X, y), 3)
+    ens = _ens(b)
+    pred = get_objective(ens).link_inverse(ens.predict_margin(X))
+    np.testing.assert_allclose(pred, b.predict(xgb.DMatrix(X)), rtol=2e-6, atol=1e-7)

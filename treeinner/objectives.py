@@ -1,4 +1,4 @@
-"""Gradient, hessian, link and loss of every objective the adapters support.
+"""Gradient, hessian, inverse link and loss of every objective the adapters support.
 
 The gradient and hessian follow each booster's own convention where they differ (XGBoost's
 softmax hessian is 2 p (1 - p); its Poisson hessian is exp(F + max_delta_step)); they are what
@@ -130,6 +130,30 @@ class Objective:
         if bad:
             raise ValueError(f"Invalid labels for the {self.name} objective: {bad}.")
         return y
+
+    def link_inverse(self, margin: np.ndarray) -> np.ndarray:
+        """The prediction in output space for a margin (the inverse link).
+
+        Parameters
+        ----------
+        margin : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+
+        Returns
+        -------
+        ndarray
+            Probabilities for logistic and softmax, means for poisson, gamma and tweedie (exp),
+            the margin itself otherwise.
+        """
+        F = np.asarray(margin, dtype=np.float64)
+        c = self.code
+        if c == SOFTMAX:
+            e = np.exp(F - F.max(axis=1, keepdims=True))
+            return e / e.sum(axis=1, keepdims=True)
+        if c == LOGISTIC and self.name != "binary:logitraw":
+            return 1.0 / (1.0 + np.exp(-F))
+        if c in (POISSON, GAMMA, TWEEDIE):
+            return np.exp(F)
+        return F
 
     def loss(self, y: np.ndarray, margin: np.ndarray, weight: np.ndarray | None = None) -> float:
         """Mean loss (negative log-likelihood or deviance up to constants) at ``margin``.
