@@ -170,6 +170,19 @@ def staged_pass(
             if forest:
                 A[:m] = 0.0
             for it in range(iter_ptr.shape[0] - 1):
+                t0 = iter_ptr[it]
+                if K == 1 and not forest and not need_hc and iter_ptr[it + 1] == t0 + 1:
+                    # one output, one tree per round: gradient, leaf sum and margin in one loop
+                    _route_block(X, r0, m, t0, layout, nodes, f32, buf, idx)
+                    for k in range(m):
+                        leaf = np.int64(idx[k])
+                        gk, _ = grad_hess(code, prm, y[r0 + k], F[k, 0])
+                        Gc[leaf] += w[r0 + k] * gk
+                        if f32_sum:
+                            F[k, 0] = np.float32(F[k, 0]) + np.float32(value[leaf])
+                        else:
+                            F[k, 0] += value[leaf]
+                    continue
                 if code == SOFTMAX:
                     for k in range(m):
                         grad_hess_row(code, prm, y[r0 + k], F[k], g[k], h[k])
