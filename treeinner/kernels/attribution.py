@@ -25,22 +25,16 @@ def parents(left, right):
 
 
 @njit(cache=True)
-def node_values(left, right, tree_offsets, value, cover, lam, out):
-    """Fill ``out`` with p(t) for every node from the leaf values, bottom-up.
-
-    p(t) = [(H_L + lam) p(L) + (H_R + lam) p(R)] / (H_t + lam): the regularized values of
-    PreDecomp with ``lam`` = lambda, Saabas' cover-weighted means with ``lam`` = 0. A node whose
-    weight is zero takes the plain mean of its children.
-    """
-    n_trees = tree_offsets.shape[0] - 1
+def children_first(left, right, tree_offsets):
+    """All nodes, tree by tree, each tree in reversed breadth-first order (children first)."""
     order = np.empty(left.shape[0], dtype=np.int64)
-    for t in range(n_trees):
+    for t in range(tree_offsets.shape[0] - 1):
         lo = tree_offsets[t]
         hi = tree_offsets[t + 1]
-        # breadth-first order from the root, then children before parents by reversing it
-        order[0] = lo
-        head = 0
-        tail = 1
+        # breadth-first from the root into order[lo:hi], then reverse that slice
+        order[lo] = lo
+        head = lo
+        tail = lo + 1
         while head < tail:
             n = order[head]
             head += 1
@@ -48,20 +42,31 @@ def node_values(left, right, tree_offsets, value, cover, lam, out):
                 order[tail] = left[n]
                 order[tail + 1] = right[n]
                 tail += 2
-        for j in range(hi - lo - 1, -1, -1):
-            n = order[j]
-            if left[n] < 0:
-                out[n] = value[n]
+        order[lo:hi] = order[lo:hi][::-1].copy()
+    return order
+
+
+@njit(cache=True)
+def node_values(left, right, tree_offsets, value, cover, lam, out):
+    """Fill ``out`` with p(t) for every node from the leaf values, bottom-up.
+
+    p(t) = [(H_L + lam) p(L) + (H_R + lam) p(R)] / (H_t + lam): the regularized values of
+    PreDecomp with ``lam`` = lambda, Saabas' cover-weighted means with ``lam`` = 0. A node whose
+    weight is zero takes the plain mean of its children.
+    """
+    for n in children_first(left, right, tree_offsets):
+        if left[n] < 0:
+            out[n] = value[n]
+        else:
+            a = left[n]
+            b = right[n]
+            wa = cover[a] + lam
+            wb = cover[b] + lam
+            wt = cover[n] + lam
+            if wt > 0.0:
+                out[n] = (wa * out[a] + wb * out[b]) / wt
             else:
-                a = left[n]
-                b = right[n]
-                wa = cover[a] + lam
-                wb = cover[b] + lam
-                wt = cover[n] + lam
-                if wt > 0.0:
-                    out[n] = (wa * out[a] + wb * out[b]) / wt
-                else:
-                    out[n] = 0.5 * (out[a] + out[b])
+                out[n] = 0.5 * (out[a] + out[b])
 
 
 @njit(cache=True, inline="always")
@@ -231,24 +236,8 @@ def staged_pass(
 @njit(cache=True)
 def subtree_sums(left, right, tree_offsets, leaf_sums, out):
     """``out[n]`` = sum of ``leaf_sums`` over the leaves below n (n itself at a leaf)."""
-    n_trees = tree_offsets.shape[0] - 1
-    order = np.empty(left.shape[0], dtype=np.int64)
-    for t in range(n_trees):
-        lo = tree_offsets[t]
-        hi = tree_offsets[t + 1]
-        order[0] = lo
-        head = 0
-        tail = 1
-        while head < tail:
-            n = order[head]
-            head += 1
-            if left[n] >= 0:
-                order[tail] = left[n]
-                order[tail + 1] = right[n]
-                tail += 2
-        for j in range(hi - lo - 1, -1, -1):
-            n = order[j]
-            if left[n] < 0:
-                out[n] = leaf_sums[n]
-            else:
-                out[n] = out[left[n]] + out[right[n]]
+    for n in children_first(left, right, tree_offsets):
+        if left[n] < 0:
+            out[n] = leaf_sums[n]
+        else:
+            out[n] = out[left[n]] + out[right[n]]
