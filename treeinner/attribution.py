@@ -113,7 +113,7 @@ def node_values(model: Any, kind: str = "regularized", reference: Any = None) ->
         Hs = np.empty(ens.n_nodes)
         K.subtree_sums(ens.left, ens.right, ens.tree_offsets, G, Gs)
         K.subtree_sums(ens.left, ens.right, ens.tree_offsets, H, Hs)
-        lr = np.repeat(ens.learning_rate, np.diff(ens.tree_offsets))
+        lr = ens.learning_rate[ens._node_tree]
         den = Hs + ens.reg_lambda
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(den > 0, -lr * Gs / den, 0.0)

@@ -337,6 +337,11 @@ class TreeEnsemble:
         )
         return (top, top_off, bot_off, meta, tbound, bottom, flags, used)
 
+    @functools.cached_property
+    def _node_tree(self) -> np.ndarray:
+        """The tree of every node."""
+        return np.repeat(np.arange(self.n_trees), np.diff(self.tree_offsets))
+
     # ------------------------------------------------------------------ sizes
     @property
     def n_trees(self) -> int:

@@ -46,7 +46,7 @@ def _tree_inner_from_sums(ens: TreeEnsemble, p: np.ndarray, leaf_neg_g: np.ndarr
     inner = np.flatnonzero(ens.left >= 0)
     L, R = ens.left[inner], ens.right[inner]
     contrib = p[L] * S[L] + p[R] * S[R] - p[inner] * S[inner]
-    tree = np.searchsorted(ens.tree_offsets, inner, side="right") - 1
+    tree = ens._node_tree[inner]
     contrib = contrib / ens.learning_rate[tree]
     out = np.zeros((ens.n_features, ens.n_outputs))
     np.add.at(out, (ens.feature[inner], ens.tree_group[tree]), contrib)
@@ -152,7 +152,7 @@ def total_gain(model: Any) -> pd.Series | pd.DataFrame:
     """
     ens = from_model(model)
     inner = np.flatnonzero(ens.left >= 0)
-    tree = np.searchsorted(ens.tree_offsets, inner, side="right") - 1
+    tree = ens._node_tree[inner]
     out = np.zeros((ens.n_features, ens.n_outputs))
     np.add.at(out, (ens.feature[inner], ens.tree_group[tree]), ens.gain[inner])
     return _per_output(ens, out, "total_gain")
