@@ -24,6 +24,7 @@ METHODS = (
     "abs_saabas",
     "total_gain",
     "permutation",
+    "unbiased_gain",
 )
 
 
@@ -202,13 +203,13 @@ def importance(
         Any of ``tree_inner`` (PreDecomp), ``tree_inner_saabas``, ``forest_inner``,
         ``forest_inner_saabas``, ``abs_predecomp``, ``abs_saabas`` (mean |attribution|),
         ``total_gain`` and ``permutation`` (mean loss increase when the column is permuted,
-        over ``n_repeats`` permutations). For multi-output models the columns hold the totals
-        over classes.
+        over ``n_repeats`` permutations) and ``unbiased_gain`` (:func:`unbiased_gain` with one
+        draw). For multi-output models the columns hold the totals over classes.
     sample_weight : array-like of shape (n_samples,), optional
     n_repeats : int
         Permutations per feature for ``permutation``.
     random_state : int or numpy Generator, optional
-        Seed of the permutations.
+        Seed of the permutations and of the unbiased gain's draws.
 
     Returns
     -------
@@ -232,6 +233,11 @@ def importance(
             cols[m] = _total(total_gain(ens)).to_numpy()
         elif m == "permutation":
             cols[m] = _permutation(ens, X, y, sample_weight, n_repeats, random_state)
+        elif m == "unbiased_gain":
+            from .unbiased import unbiased_gain
+
+            ug = unbiased_gain(ens, X, y, random_state=random_state, sample_weight=sample_weight)
+            cols[m] = _total(ug).to_numpy()
         else:
             raise ValueError(f"Unknown importance method {m!r}; choose from {METHODS}.")
     return pd.DataFrame(cols, index=list(ens.feature_names))

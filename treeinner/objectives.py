@@ -85,6 +85,11 @@ class Objective:
     prm: np.ndarray
     n_outputs: int
 
+    @property
+    def constant_hessian(self) -> bool:
+        """Whether every row's hessian is the same constant (squared error: h = 1)."""
+        return self.code == SQUARED
+
     def check_labels(self, y: np.ndarray) -> np.ndarray:
         """Validate labels for this objective and return them as float64.
 

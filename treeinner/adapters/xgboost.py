@@ -258,7 +258,7 @@ def _recover(trees: list[dict]) -> tuple[float | None, np.ndarray | None, str]:
 
     Returns ``(lambda, eta_per_tree, message)``; ``None`` where it could not be recovered.
     """
-    num, den, mag = [], [], []
+    num, den, mag, wmag = [], [], [], []
     for t in trees:
         L, R = t["left"], t["right"]
         inner = np.flatnonzero(L >= 0)
@@ -270,14 +270,23 @@ def _recover(trees: list[dict]) -> tuple[float | None, np.ndarray | None, str]:
         num.append(lw * lh + rw * rh - w[both] * H[both])
         den.append(w[both] - lw - rw)
         mag.append(np.abs(lw * lh) + np.abs(rw * rh) + np.abs(w[both] * H[both]))
+        wmag.append(np.abs(w[both]) + np.abs(lw) + np.abs(rw))
     if not num:
         return None, None, "no node has two inner children (all trees are stumps)"
     n_, d_, m_ = np.concatenate(num), np.concatenate(den), np.concatenate(mag)
-    ok = np.isfinite(n_) & np.isfinite(d_) & np.isfinite(m_)
-    n_, d_, m_ = n_[ok], d_[ok], m_[ok]
+    s_ = np.concatenate(wmag)
+    ok = np.isfinite(n_) & np.isfinite(d_) & np.isfinite(m_) & np.isfinite(s_)
+    n_, d_, m_, s_ = n_[ok], d_[ok], m_[ok], s_[ok]
     if n_.size == 0 or not np.any(d_ != 0):
         return None, None, "the node statistics are degenerate"
     lam = float(np.dot(d_, n_) / np.dot(d_, d_))
+    # Each equation d lam = n holds up to the float32 rounding of the stored weights and
+    # covers. Where d cancels (a node whose children's weights nearly cancel its own, as in a
+    # symmetric split) that rounding decides lam, and one such equation fits "exactly".
+    sig = 1.2e-7 * (m_ + abs(lam) * s_)
+    lam_err = float(np.sqrt(np.sum((d_ * sig) ** 2)) / np.dot(d_, d_))
+    if lam_err > 1e-3 * max(1.0, abs(lam)):
+        return None, None, "the node statistics do not determine lambda (near-symmetric splits)"
     resid = n_ - lam * d_
     # float32 statistics leave residuals near 1e-7 of the cancelling terms; L1 or clipping
     # leaves far more.

@@ -1,0 +1,290 @@
+"""Numba kernels of the unbiased gain: staged leaves and gradients, per-split held-out draws.
+
+A data set is processed a chunk of boosting rounds at a time. ``staged_leaves`` (parallel over
+blocks of rows) carries every row's staged margin through the chunk, storing the weighted
+gradient and hessian of each round and the leaf each row reaches in each tree. ``split_draws``
+(parallel over the chunk's trees) then orders a tree's rows by leaf in depth-first order, so
+every node's rows are one slice, and draws rows from those slices.
+
+Draws come from a counter-based generator keyed by (seed, node, which, draw), so they do not
+depend on the thread count or on the order the trees are processed in. ``draw_positions``
+gives the same draws to Python, for reference implementations.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from ..objectives import SOFTMAX, grad_hess, grad_hess_row
+from .routing import ROW_BLOCK, _fill_buffer, _route_block
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+@njit(cache=True, inline="always")
+def _mix(z):
+    """The splitmix64 finalizer: a bijection of uint64 with good avalanche."""
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True, inline="always")
+def _key(seed, node, which, draw):
+    """Generator state of one draw: a hash of (seed, node, which, draw)."""
+    s = _mix(seed + _GOLDEN)
+    s = _mix(s ^ (np.uint64(node) * np.uint64(4) + np.uint64(which)))
+    return _mix(s ^ np.uint64(draw))
+
+
+@njit(cache=True, inline="always")
+def _below(state, m):
+    """An integer uniform on [0, m) for m < 2**32 (Lemire's method with rejection, so exactly
+    uniform), and the advanced state."""
+    mm = np.uint64(m)
+    while True:
+        state += _GOLDEN
+        x = _mix(state) >> np.uint64(32)
+        prod = x * mm
+        low = prod & _LOW32
+        if low >= mm:
+            return np.int64(prod >> np.uint64(32)), state
+        # low < m: reject the few values that would make some results likelier
+        thresh = ((_LOW32 + np.uint64(1)) - mm) % mm
+        if low >= thresh:
+            return np.int64(prod >> np.uint64(32)), state
+
+
+@njit(cache=True, inline="always")
+def _swap(gh, rows, a, b, record):
+    tg = gh[a, 0]
+    th = gh[a, 1]
+    gh[a, 0] = gh[b, 0]
+    gh[a, 1] = gh[b, 1]
+    gh[b, 0] = tg
+    gh[b, 1] = th
+    if record:
+        tr = rows[a]
+        rows[a] = rows[b]
+        rows[b] = tr
+
+
+@njit(cache=True, inline="always")
+def _draw(gh, rows, lo, m, k, state, record, rec):
+    """sum g / sum h over k of the m entries ``gh[lo:lo + m]``, drawn uniformly without
+    replacement (0 where the hessians sum to 0); the drawn rows go to ``rec[:k]`` if
+    ``record``. The slice is permuted in place (a partial Fisher-Yates shuffle): for k <= m/2
+    the drawn entries are brought to its front, for k > m/2 the m - k left out are, so a draw
+    costs min(k, m - k) random swaps plus a k-term sum; with k == m all entries are taken."""
+    e = min(k, m - k)
+    for j in range(e):
+        r, state = _below(state, m - j)
+        _swap(gh, rows, lo + j, lo + j + r, record)
+    a = lo if e == k else lo + e
+    sg = 0.0
+    sh = 0.0
+    for q in range(k):
+        sg += gh[a + q, 0]
+        sh += gh[a + q, 1]
+        if record:
+            rec[q] = rows[a + q]
+    return sg / sh if sh != 0.0 else 0.0
+
+
+@njit(cache=True)
+def draw_positions(seed, node, which, draw, m, k):
+    """The positions, into a slice of ``m`` entries in the order found, that ``split_draws``
+    draws for (seed, node, which, draw): a uniform k-subset, in summation order."""
+    gh = np.zeros((m, 2))
+    rows = np.arange(m)
+    rec = np.empty(k, dtype=np.int64)
+    _draw(gh, rows, 0, m, k, _key(np.uint64(seed), node, which, draw), True, rec)
+    return rec
+
+
+@njit(parallel=True, cache=True)
+def staged_leaves(
+    X, y, w, nodes, layout, iter_ptr, it0, it1, code, prm, f32, f32_sum, F, gw, hw, leaves
+):
+    """Carry the staged margins ``F`` (n_rows, n_outputs) through rounds ``it0:it1``.
+
+    For round ``it0 + r`` the weighted gradient and hessian at the round's start go to
+    ``gw[r, c, row]`` and ``hw[r, c, row]``; the leaf (global node index) each row reaches in
+    tree ``iter_ptr[it0] + j`` goes to ``leaves[j, row]``. With ``f32_sum`` margins are carried
+    in float32 like the booster's prediction cache.
+    """
+    value = nodes[9]
+    tree_group = nodes[12]
+    used = layout[7]
+    n_rows = X.shape[0]
+    K = F.shape[1]
+    t_base = iter_ptr[it0]
+    n_blocks = (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
+    for b in prange(n_blocks):
+        r0 = b * ROW_BLOCK
+        m = min(n_rows, r0 + ROW_BLOCK) - r0
+        idx = np.empty(ROW_BLOCK, dtype=np.uint64)
+        buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
+        Fb = np.empty((ROW_BLOCK, K))
+        g = np.empty(K)
+        h = np.empty(K)
+        _fill_buffer(X, r0, m, used, buf)
+        for k in range(m):
+            for c in range(K):
+                Fb[k, c] = F[r0 + k, c]
+        for it in range(it0, it1):
+            r = it - it0
+            if K == 1 and iter_ptr[it + 1] == iter_ptr[it] + 1:
+                # one output, one tree per round: gradient, leaf and margin in one loop
+                t = iter_ptr[it]
+                _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+                for k in range(m):
+                    row = r0 + k
+                    gk, hk = grad_hess(code, prm, y[row], Fb[k, 0])
+                    gw[r, 0, row] = w[row] * gk
+                    hw[r, 0, row] = w[row] * hk
+                    leaf = np.int64(idx[k])
+                    leaves[t - t_base, row] = np.int32(leaf)
+                    if f32_sum:
+                        Fb[k, 0] = np.float32(Fb[k, 0]) + np.float32(value[leaf])
+                    else:
+                        Fb[k, 0] += value[leaf]
+                continue
+            for k in range(m):
+                row = r0 + k
+                if code == SOFTMAX:
+                    grad_hess_row(code, prm, y[row], Fb[k], g, h)
+                else:
+                    g[0], h[0] = grad_hess(code, prm, y[row], Fb[k, 0])
+                for c in range(K):
+                    gw[r, c, row] = w[row] * g[c]
+                    hw[r, c, row] = w[row] * h[c]
+            # the round's trees all see the margins of the round's start
+            for t in range(iter_ptr[it], iter_ptr[it + 1]):
+                _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+                for k in range(m):
+                    leaves[t - t_base, r0 + k] = np.int32(idx[k])
+            for t in range(iter_ptr[it], iter_ptr[it + 1]):
+                c = tree_group[t]
+                for k in range(m):
+                    v = value[np.int64(leaves[t - t_base, r0 + k])]
+                    if f32_sum:
+                        Fb[k, c] = np.float32(Fb[k, c]) + np.float32(v)
+                    else:
+                        Fb[k, c] += v
+        for k in range(m):
+            for c in range(K):
+                F[r0 + k, c] = Fb[k, c]
+
+
+@njit(parallel=True, cache=True)
+def split_draws(
+    left,
+    right,
+    tree_offsets,
+    tree_group,
+    tree_round,
+    t0,
+    t1,
+    leaves,
+    gw,
+    hw,
+    seed,
+    n_draws,
+    min_samples,
+    rho,
+    kk,
+    count,
+    rec,
+):
+    """Held-out ratios of every split of trees ``t0:t1`` (rows of ``leaves[t - t0]``).
+
+    For a split node t with children L and R and k = min(|S_L|, |S_R|) >= ``min_samples``,
+    ``rho[t, u]`` (u = 0 node, 1 left, 2 right) is sum g / sum h over k rows drawn without
+    replacement from S_u, averaged over ``n_draws`` draws; ``kk[t]`` = k; ``count[n]`` = |S_n|
+    for every node. ``gw[tree_round[t - t0], tree_group[t]]`` are the tree's gradients. If
+    ``rec`` is not empty (shape (n_nodes, 3, n_draws, n_rows)), the rows of every draw are
+    recorded in ``rec[t, u, d, :k]``: the reference mode of the tests.
+
+    A tree's rows are ordered by leaf, leaves in depth-first order (left first), so every
+    node's rows are one slice of a copy of the (g, h) pairs. Splits are processed children
+    first and, within a split, the children's draws before the node's, so the in-place partial
+    shuffles of the draws never move a row out of a slice still to be drawn from.
+    """
+    n_rows = leaves.shape[1]
+    record = rec.shape[0] > 0
+    for j in prange(t1 - t0):
+        t = t0 + j
+        lo = tree_offsets[t]
+        nn = tree_offsets[t + 1] - lo
+        gv = gw[tree_round[j], tree_group[t]]
+        hv = hw[tree_round[j], tree_group[t]]
+        lv = leaves[j]
+        cnt = np.zeros(nn, dtype=np.int64)
+        start = np.empty(nn, dtype=np.int64)
+        visit = np.empty(nn, dtype=np.int64)
+        stack = np.empty(nn, dtype=np.int64)
+        gh = np.empty((n_rows, 2))
+        rows = np.empty(n_rows if record else 0, dtype=np.int64)
+        scratch = np.empty(0, dtype=np.int64)
+        for i in range(n_rows):
+            cnt[lv[i] - lo] += 1
+        # depth-first order, left first; leaves get consecutive slices in that order
+        pos = 0
+        nv = 0
+        top = 1
+        stack[0] = lo
+        while top > 0:
+            top -= 1
+            n = stack[top]
+            visit[nv] = n
+            nv += 1
+            if left[n] >= 0:
+                stack[top] = right[n]
+                stack[top + 1] = left[n]
+                top += 2
+            else:
+                start[n - lo] = pos
+                pos += cnt[n - lo]
+        for i in range(n_rows):
+            u = lv[i] - lo
+            gh[start[u], 0] = gv[i]
+            gh[start[u], 1] = hv[i]
+            if record:
+                rows[start[u]] = i
+            start[u] += 1
+        # reversed depth-first order visits children before their parent
+        for q in range(nv - 1, -1, -1):
+            n = visit[q]
+            u = n - lo
+            if left[n] >= 0:
+                start[u] = start[left[n] - lo]
+                cnt[u] = cnt[left[n] - lo] + cnt[right[n] - lo]
+            else:
+                start[u] -= cnt[u]
+        for q in range(nv - 1, -1, -1):
+            n = visit[q]
+            u = n - lo
+            count[n] = cnt[u]
+            if left[n] < 0:
+                continue
+            a = left[n] - lo
+            b = right[n] - lo
+            k = min(cnt[a], cnt[b])
+            kk[n] = k
+            rho[n, 0] = 0.0
+            rho[n, 1] = 0.0
+            rho[n, 2] = 0.0
+            if k < min_samples or k == 0:
+                continue
+            for c, v in ((1, a), (2, b), (0, u)):
+                for d in range(n_draws):
+                    out = rec[n, c, d] if record else scratch
+                    rho[n, c] += _draw(
+                        gh, rows, start[v], cnt[v], k, _key(seed, n, c, d), record, out
+                    )
+                rho[n, c] /= n_draws
