@@ -69,14 +69,19 @@ def reference(booster, objective, lam, eta, X, y, w=None, draws=None, n_draws=1,
               train=None):  # fmt: skip
     """Per-split unbiased gain, node by node with explicit row sets.
 
-    XGBoost keeps eta in float32, so leaves are float32(eta) times the leaf weight.
+    XGBoost keeps eta in float32, so leaves are float32(eta) times the leaf weight (divided by
+    num_parallel_tree).
     ``draws[t_global][u][d]`` are the held-out rows of draw d (u = 0 node, 1 left, 2 right);
     without draws the exact expectation of squared error (the mean over the whole set).
     Returns a list of (tree, node, unbiased gain, k, n_node, n_left, n_right).
     """
     trees, tree_info = _trees(booster)
     n_class = max(tree_info) + 1
-    per_round = n_class  # one tree per class and round in these models
+    config = json.loads(booster.save_config())["learner"]["gradient_booster"]
+    parallel = int(config["gbtree_model_param"]["num_parallel_tree"])
+    per_round = n_class * parallel
+    # XGBoost shrinks each of the parallel trees by eta / num_parallel_tree, in float32
+    lr = float(np.float32(np.float32(eta) / np.float32(parallel)))
     rounds = len(trees) // per_round
     base = treeinner.from_model(booster).base_margin
     w = np.ones(X.shape[0]) if w is None else w
@@ -106,7 +111,7 @@ def reference(booster, objective, lam, eta, X, y, w=None, draws=None, n_draws=1,
             elif left[u] < 0:
                 v = float(np.float32(tree["split_conditions"][u]))  # JSON prints float32s
                 h = float(np.float32(tree["sum_hessian"][u]))
-                G[u] = -v * (h + lam) / float(np.float32(eta))
+                G[u] = -v * (h + lam) / lr
         if train is None:
             for u in reversed(range(n_nodes)):  # children have larger ids than parents
                 if left[u] >= 0:
@@ -153,7 +158,7 @@ def _recorded(ens, X, y, w, n_draws, min_samples, seed):
     return draws
 
 
-def _model(objective, seed, n=600, rounds=6, depth=3, lam=1.0, eta=0.3, n_class=3):
+def _model(objective, seed, n=600, rounds=6, depth=3, lam=1.0, eta=0.3, n_class=3, parallel=1):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(2 * n, 5))
     X[rng.random(X.shape) < 0.05] = np.nan
@@ -169,6 +174,8 @@ def _model(objective, seed, n=600, rounds=6, depth=3, lam=1.0, eta=0.3, n_class=
               "base_score": 0.3 if objective != "multi:softprob" else 0.5}  # fmt: skip
     if objective == "multi:softprob":
         params["num_class"] = n_class
+    if parallel > 1:
+        params.update(num_parallel_tree=parallel, colsample_bynode=0.6)
     b = xgb.train(params, xgb.DMatrix(X[:n], y[:n]), rounds)
     return b, X[:n], y[:n], X[n:], y[n:]
 
@@ -232,6 +239,17 @@ def test_reference_softmax_same_draws():
             per_class.loc[sums.index, f"class_{c}"], sums[c], rtol=1e-12, atol=1e-12
         )
     np.testing.assert_allclose(per_class["total"], per_class.iloc[:, :3].sum(axis=1))
+
+
+@pytest.mark.parametrize("objective", ["binary:logistic", "multi:softprob"])
+def test_reference_parallel_trees_share_round_gradients(objective):
+    b, _, _, X, y = _model(objective, seed=5, rounds=3, parallel=3)
+    ens = treeinner.from_model(b)
+    assert ens.n_trees == 3 * 3 * (3 if objective == "multi:softprob" else 1)
+    draws = _recorded(ens, X, y, None, 1, 1, np.uint64(2))
+    ref = np.array(reference(b, objective, 1.0, 0.3, X, y, None, draws, 1))
+    got = treeinner.unbiased_gain(b, X, y, random_state=2, per_split=True)
+    np.testing.assert_array_equal(got["unbiased_gain"].to_numpy(), ref[:, 2])
 
 
 # ---------------------------------------------------------------------- the draws

@@ -278,3 +278,32 @@ def test_multiclass_structure():
     assert list(ens.tree_group[:6]) == [0, 0, 1, 1, 2, 2]
     doc = json.loads(booster.save_raw("json"))
     assert ens.source_version == ".".join(map(str, doc["version"]))
+
+
+def test_recovery_never_silently_wrong_on_small_symmetric_trees():
+    """One-tree models on balanced data: a nearly symmetric split makes the node statistics
+    determine lambda only up to float32 rounding. Recovery must then give up (and warn), not
+    return a lambda fitted to rounding noise (data set 34 below once gave 1.0002)."""
+    rng = np.random.default_rng(0)
+    n = 300
+    params = {"max_depth": 3, "eta": 0.3, "lambda": 1.0, "min_child_weight": 0.0,
+              "tree_method": "exact", "nthread": 1}  # fmt: skip
+    outcomes = {"recovered": 0, "warned": 0}
+    for _ in range(40):
+        X = np.column_stack(
+            [rng.normal(size=2 * n), rng.normal(size=2 * n),
+             rng.integers(0, 6, size=2 * n).astype(float),
+             rng.integers(0, 2, size=2 * n).astype(float)]
+        )  # fmt: skip
+        y = 0.3 * X[:, 0] + rng.normal(size=2 * n)
+        booster = xgb.train(params, xgb.DMatrix(X[:n], y[:n]), 1)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ens = treeinner.from_model(booster)
+        if any("lambda" in str(w.message) for w in caught):
+            outcomes["warned"] += 1
+            continue
+        outcomes["recovered"] += 1
+        assert ens.reg_lambda == pytest.approx(1.0, rel=1e-6)
+        assert np.allclose(ens.learning_rate, 0.3, rtol=1e-6)
+    assert outcomes["warned"] >= 1 and outcomes["recovered"] >= 35
