@@ -424,26 +424,6 @@ def _mb(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.1f}"
 
 
-def git_state() -> str | None:
-    """The repository's commit, with "+dirty" if the working tree differs (None outside git)."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
-        )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-        )
-    except OSError:
-        return None
-    if head.returncode != 0:
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
 # ---------------------------------------------------------------------- main
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -571,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
             else None
         ),
         "loadavg_start": load_start,
-        "git": git_state(),
+        "git": bp.git_state(),
     }
     machine = bp.machine_info(args.threads)
     print_table(config, machine, rows, checks)

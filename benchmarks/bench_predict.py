@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -116,6 +117,26 @@ def best_of(fns: dict[str, Any], repeats: int) -> tuple[dict[str, float], dict[s
             out[name] = fn()
             best[name] = min(best[name], time.perf_counter() - t0)
     return best, out
+
+
+def git_state() -> str | None:
+    """The repository's commit, with "+dirty" if the working tree differs (None outside git)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
+    except OSError:
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def machine_info(threads: int) -> dict[str, Any]:

@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -57,6 +56,9 @@ import pandas as pd
 import xgboost as xgb
 
 import treeinner
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_predict as bp  # noqa: E402  (shared benchmark helpers)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "example1_unbiased.json"
@@ -330,25 +332,6 @@ def plot(reps: list[dict[str, Any]], path: Path, config: dict[str, Any]) -> None
     plt.close(fig)
 
 
-def git_state() -> str | None:
-    """The repository's commit, with "+dirty" if the working tree differs (None outside git)."""
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
-    except OSError:
-        return None
-    if head.returncode != 0:
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
 # ---------------------------------------------------------------------- main
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -407,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         "X3 ~ N(0,1), y = 0.1 X1 + N(0,1); data seed [seed, rep], XGBoost seed rep, "
         "unbiased_gain random_state rep",
         "elapsed_s": elapsed,
-        "git": git_state(),
+        "git": bp.git_state(),
         "versions": {
             "treeinner": treeinner.__version__,
             "xgboost": xgb.__version__,

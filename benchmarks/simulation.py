@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 import time
 import warnings
@@ -49,6 +48,9 @@ import xgboost as xgb
 from sklearn.metrics import roc_auc_score
 
 import treeinner
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_predict as bp  # noqa: E402  (shared benchmark helpers)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "simulation.json"
@@ -416,26 +418,6 @@ NOTES_MD = [
 ]
 
 
-def git_state() -> str | None:
-    """The repository's commit, with "+dirty" if the working tree differs (None outside git)."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
-        )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-        )
-    except OSError:
-        return None
-    if head.returncode != 0:
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
 # ---------------------------------------------------------------------- main
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -512,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
         "n_features": N_FEATURES,
         "xgb_params": {**PARAMS, **LEGACY, "num_boost_round": NUM_BOOST_ROUND},
         "elapsed_s": elapsed,
-        "git": git_state(),
+        "git": bp.git_state(),
         "versions": {
             "treeinner": treeinner.__version__,
             "xgboost": xgb.__version__,

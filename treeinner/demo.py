@@ -75,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     # On held-out data TreeInner separates what the model learned from what it overfit.
     Xv, yv, _ = make_data(args.rows, seed=1)
     table = treeinner.importance(
-        ens, Xv, yv, methods=["total_gain", "abs_predecomp", "tree_inner"], random_state=0
+        ens,
+        Xv,
+        yv,
+        methods=["total_gain", "abs_predecomp", "tree_inner", "unbiased_gain"],
+        random_state=0,
     )
     table = table / table.abs().sum()
     print("\nImportance on held-out data (each column normalized by its sum of |scores|):")
@@ -85,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         f"\nnoise features: total gain gives them {table.loc[noise, 'total_gain'].sum():.1%} "
         f"of the importance; TreeInner on held-out data scores "
         f"{(table.loc[noise, 'tree_inner'] < 0).sum()} of {len(noise)} of them negative "
-        "(the model only overfit them)."
+        "(the model only overfit them);\nunbiased gain (UnbiasedGBM) gives them "
+        f"{table.loc[noise, 'unbiased_gain'].sum():+.1%} in total (0 in expectation)."
     )
     return 0 if same else 1
 

@@ -108,6 +108,7 @@ def _drawn_ratios(ens, X, y, w, n_draws, min_samples, seed, record=False):
     per_round = n * (16 * K + 4 * int(np.max(np.diff(ptr))))
     step = int(max(1, min(n_rounds, _CHUNK_BYTES // per_round)))
     F = np.tile(ens.base_margin, (n, 1))
+    single = K == 1 and n_rounds == ens.n_trees
     nodes, layout = ens._nodes(), ens._layout
     for it0 in range(0, n_rounds, step):
         it1 = min(n_rounds, it0 + step)
@@ -115,10 +116,16 @@ def _drawn_ratios(ens, X, y, w, n_draws, min_samples, seed, record=False):
         gw = np.empty((it1 - it0, K, n))
         hw = np.empty_like(gw)
         leaves = np.empty((t1 - t0, n), dtype=np.int32)
-        KU.staged_leaves(
-            Xd, yv, w, nodes, layout, ptr, it0, it1, obj.code, obj.prm,
-            ens._float32_input, ens.float32_sum, F, gw, hw, leaves,
-        )  # fmt: skip
+        if single:
+            KU.staged_leaves_single(
+                Xd, yv, w, nodes, layout, it0, it1, obj.code, obj.prm,
+                ens._float32_input, ens.float32_sum, F, gw, hw, leaves,
+            )  # fmt: skip
+        else:
+            KU.staged_leaves(
+                Xd, yv, w, nodes, layout, ptr, it0, it1, obj.code, obj.prm,
+                ens._float32_input, ens.float32_sum, F, gw, hw, leaves,
+            )  # fmt: skip
         tree_round = (np.searchsorted(ptr, np.arange(t0, t1), side="right") - 1 - it0).astype(
             np.int64
         )
@@ -152,10 +159,14 @@ def unbiased_gain(
     held-out rows reaching u, k = min(|S_L|, |S_R|) rows are drawn without replacement from
     each of S_t, S_L and S_R; with rho_u = sum g / sum h over the draw (held-out gradients and
     hessians at the margin before the tree's boosting round), the split scores
-    ``G_L rho_L + G_R rho_R - G_t rho_t``, credited to its feature. A feature independent of
-    the target scores 0 in expectation (Theorem 2), so overfit features come out near or
-    below zero while ordinary gain ranks them high. The scale is that of the booster's gain
-    (the paper's 1/(2n) is dropped).
+    ``G_L rho_L + G_R rho_R - G_t rho_t``, credited to its feature. The scale is that of the
+    booster's gain (the paper's 1/(2n) is dropped).
+
+    A split on a feature independent of the held-out gradients within its node scores 0 in
+    expectation (Theorem 2): for a noise feature, always so in the first boosting round. In
+    later rounds the held-out gradients carry the earlier trees' fit to training noise, so
+    splits that keep fitting it score negative, as the held-out loss they cause says (see
+    ``docs/unbiased_gain.md``); ordinary gain ranks such features high instead.
 
     Parameters
     ----------

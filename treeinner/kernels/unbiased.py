@@ -4,7 +4,8 @@ A data set is processed a chunk of boosting rounds at a time. ``staged_leaves`` 
 blocks of rows) carries every row's staged margin through the chunk, storing the weighted
 gradient and hessian of each round and the leaf each row reaches in each tree. ``split_draws``
 (parallel over the chunk's trees) then orders a tree's rows by leaf in depth-first order, so
-every node's rows are one slice, and draws rows from those slices.
+every node's rows are one slice, and draws rows from those slices by partial in-place
+shuffles.
 
 Draws come from a counter-based generator keyed by (seed, node, which, draw), so they do not
 depend on the thread count or on the order the trees are processed in. ``draw_positions``
@@ -138,22 +139,6 @@ def staged_leaves(
                 Fb[k, c] = F[r0 + k, c]
         for it in range(it0, it1):
             r = it - it0
-            if K == 1 and iter_ptr[it + 1] == iter_ptr[it] + 1:
-                # one output, one tree per round: gradient, leaf and margin in one loop
-                t = iter_ptr[it]
-                _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
-                for k in range(m):
-                    row = r0 + k
-                    gk, hk = grad_hess(code, prm, y[row], Fb[k, 0])
-                    gw[r, 0, row] = w[row] * gk
-                    hw[r, 0, row] = w[row] * hk
-                    leaf = np.int64(idx[k])
-                    leaves[t - t_base, row] = np.int32(leaf)
-                    if f32_sum:
-                        Fb[k, 0] = np.float32(Fb[k, 0]) + np.float32(value[leaf])
-                    else:
-                        Fb[k, 0] += value[leaf]
-                continue
             for k in range(m):
                 row = r0 + k
                 if code == SOFTMAX:
@@ -179,6 +164,43 @@ def staged_leaves(
         for k in range(m):
             for c in range(K):
                 F[r0 + k, c] = Fb[k, c]
+
+
+@njit(parallel=True, cache=True)
+def staged_leaves_single(
+    X, y, w, nodes, layout, it0, it1, code, prm, f32, f32_sum, F, gw, hw, leaves
+):
+    """``staged_leaves`` for one output and one tree per round (tree ``it`` is round ``it``):
+    gradient, leaf and margin update in one loop over each block's rows."""
+    value = nodes[9]
+    used = layout[7]
+    n_rows = X.shape[0]
+    n_blocks = (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
+    for b in prange(n_blocks):
+        r0 = b * ROW_BLOCK
+        m = min(n_rows, r0 + ROW_BLOCK) - r0
+        idx = np.empty(ROW_BLOCK, dtype=np.uint64)
+        buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
+        Fb = np.empty(ROW_BLOCK)
+        _fill_buffer(X, r0, m, used, buf)
+        for k in range(m):
+            Fb[k] = F[r0 + k, 0]
+        for t in range(it0, it1):
+            r = t - it0
+            _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+            for k in range(m):
+                row = r0 + k
+                gk, hk = grad_hess(code, prm, y[row], Fb[k])
+                gw[r, 0, row] = w[row] * gk
+                hw[r, 0, row] = w[row] * hk
+                leaf = np.int64(idx[k])
+                leaves[r, row] = np.int32(leaf)
+                if f32_sum:
+                    Fb[k] = np.float32(Fb[k]) + np.float32(value[leaf])
+                else:
+                    Fb[k] += value[leaf]
+        for k in range(m):
+            F[r0 + k, 0] = Fb[k]
 
 
 @njit(parallel=True, cache=True)
