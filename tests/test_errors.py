@@ -265,34 +265,6 @@ def test_untruncated_model_files_load(model_files, ens):
         np.testing.assert_array_equal(loaded.left, ens.left)
 
 
-def test_lightgbm_text_model(tmp_path):
-    p = tmp_path / "lgb.txt"
-    p.write_text("tree\nversion=v4\nnum_class=1\nmax_feature_idx=3\n\nTree=0\n")
-    with pytest.raises(NotImplementedError, match="lightgbm"):
-        treeinner.load(p)
-
-
-def test_lightgbm_json_model(tmp_path):
-    p = tmp_path / "lgb.json"
-    p.write_text(json.dumps({"name": "tree", "version": "v4", "tree_info": []}))
-    with pytest.raises(NotImplementedError, match="LightGBM"):
-        treeinner.load(p)
-
-
-def test_catboost_binary_model(tmp_path):
-    p = tmp_path / "model.cbm"
-    p.write_bytes(b"CBM1" + np.random.default_rng(0).bytes(200))
-    with pytest.raises(NotImplementedError, match="catboost"):
-        treeinner.load(p)
-
-
-def test_catboost_json_model(tmp_path):
-    p = tmp_path / "cb.json"
-    p.write_text(json.dumps({"model_info": {}, "oblivious_trees": []}))
-    with pytest.raises(NotImplementedError, match="CatBoost"):
-        treeinner.load(p)
-
-
 class _Marker:
     """Unpickling this creates the file at ``path``."""
 

@@ -25,6 +25,7 @@ TWEEDIE = 5
 PSEUDO_HUBER = 6
 SQUARED_LOG = 7
 HINGE = 8
+OVA = 9  # one-vs-all: an independent logistic per class (LightGBM multiclassova)
 
 # prm layout
 P_HESS_SCALE = 0  # multiplies the hessian (softmax: XGBoost 2, LightGBM K / (K - 1))
@@ -33,7 +34,8 @@ P_TWEEDIE = 2  # tweedie variance power
 P_HUBER = 3  # pseudo-Huber slope
 P_POS_WEIGHT = 4  # logistic: weight of positive rows (scale_pos_weight)
 P_MIN_HESS = 5  # floor of the hessian
-N_PARAMS = 6
+P_SIGMOID = 6  # logistic and one-vs-all: p = sigmoid(sigmoid * F) (LightGBM's "sigmoid")
+N_PARAMS = 7
 
 _XGB_CODES = {
     "reg:squarederror": SQUARED,
@@ -60,6 +62,7 @@ _NAMES = {
     PSEUDO_HUBER: "pseudo-Huber",
     SQUARED_LOG: "squared log error",
     HINGE: "hinge",
+    OVA: "one-vs-all logistic",
 }
 
 
@@ -122,7 +125,7 @@ class Objective:
             bad = "labels must be in [0, 1]"
         elif c == HINGE and np.any((y != 0) & (y != 1)):
             bad = "labels must be 0 or 1"
-        elif c == SOFTMAX and (
+        elif c in (SOFTMAX, OVA) and (
             np.any(y != np.round(y)) or np.any(y < 0) or np.any(y >= self.n_outputs)
         ):
             bad = f"labels must be integer classes in [0, {self.n_outputs})"
@@ -154,8 +157,8 @@ class Objective:
         if c == SOFTMAX:
             e = np.exp(F - F.max(axis=1, keepdims=True))
             return e / e.sum(axis=1, keepdims=True)
-        if c == LOGISTIC and self.name != "binary:logitraw":
-            return 1.0 / (1.0 + np.exp(-F))
+        if (c == LOGISTIC and self.name != "binary:logitraw") or c == OVA:
+            return 1.0 / (1.0 + np.exp(-self.prm[P_SIGMOID] * F))
         if c in (POISSON, GAMMA, TWEEDIE):
             return np.exp(F)
         return F
@@ -180,7 +183,12 @@ class Objective:
             logp = F - np.log(np.exp(F).sum(axis=1, keepdims=True))
             per = -logp[np.arange(len(y)), y.astype(np.int64)]
         elif c == LOGISTIC:
-            per = np.logaddexp(0.0, F) - y * F
+            sF = self.prm[P_SIGMOID] * F
+            per = np.logaddexp(0.0, sF) - y * sF
+        elif c == OVA:
+            sF = self.prm[P_SIGMOID] * F
+            onehot = np.arange(F.shape[1])[None, :] == y.astype(np.int64)[:, None]
+            per = (np.logaddexp(0.0, sF) - onehot * sF).sum(axis=1)
         elif c == POISSON:
             per = np.exp(F) - y * F
         elif c == GAMMA:
@@ -224,6 +232,14 @@ def get_objective(ens) -> Objective:
     prm[P_HESS_SCALE] = 1.0
     prm[P_POS_WEIGHT] = float(p.get("scale_pos_weight", 1.0))
     prm[P_MIN_HESS] = 0.0
+    prm[P_SIGMOID] = 1.0
+    if ens.source in ("lightgbm", "catboost"):
+        # each adapter module knows its booster's objective names and conventions
+        from importlib import import_module
+
+        adapter = import_module(f".adapters.{ens.source}", __package__)
+        code, prm = adapter.kernel_objective(name, p, ens.n_outputs, prm)
+        return Objective(name=name, code=code, prm=prm, n_outputs=ens.n_outputs)
     if ens.source == "xgboost":
         if name not in _XGB_CODES:
             raise NotImplementedError(
@@ -256,9 +272,13 @@ def grad_hess(code, prm, y, f):
     if code == SQUARED:
         return f - y, 1.0
     if code == LOGISTIC:
-        p = _sigmoid(f)
+        s = prm[P_SIGMOID]
         w = prm[P_POS_WEIGHT] if y == 1.0 else 1.0
-        return (p - y) * w, max(p * (1.0 - p), prm[P_MIN_HESS]) * w
+        if s == 1.0:
+            p = _sigmoid(f)
+            return (p - y) * w, max(p * (1.0 - p), prm[P_MIN_HESS]) * w
+        p = _sigmoid(s * f)
+        return s * (p - y) * w, max(s * s * p * (1.0 - p), prm[P_MIN_HESS]) * w
     if code == POISSON:
         return np.exp(f) - y, np.exp(f + prm[P_MAX_DELTA])
     if code == GAMMA:
@@ -303,5 +323,10 @@ def grad_hess_row(code, prm, y, F, g, h):
             p = np.exp(F[c] - mx) / s
             g[c] = p - (1.0 if c == label else 0.0)
             h[c] = max(prm[P_HESS_SCALE] * p * (1.0 - p), prm[P_MIN_HESS])
+        return
+    if code == OVA:
+        label = np.int64(y)
+        for c in range(K):
+            g[c], h[c] = grad_hess(LOGISTIC, prm, 1.0 if c == label else 0.0, F[c])
         return
     g[0], h[0] = grad_hess(code, prm, y, F[0])

@@ -26,8 +26,11 @@ def from_model(
 
     Parameters
     ----------
-    model : TreeEnsemble, xgboost.Booster, XGBRegressor, XGBClassifier or XGBRanker
-        The fitted model. A TreeEnsemble is returned as it is.
+    model : TreeEnsemble or a fitted booster
+        ``xgboost.Booster``, ``XGBRegressor``, ``XGBClassifier``, ``XGBRanker``;
+        ``lightgbm.Booster``, ``LGBMRegressor``, ``LGBMClassifier``, ``LGBMRanker``;
+        ``CatBoost``, ``CatBoostRegressor``, ``CatBoostClassifier``. A TreeEnsemble is
+        returned as it is.
     learning_rate : float, optional
         The learning rate the model was trained with; by default read from the booster's
         configuration or recovered from the trees' statistics.
@@ -66,11 +69,17 @@ def from_model(
             except Exception as e:  # NotFittedError and the like
                 raise ValueError(f"The {type(model).__name__} is not fitted: {e}") from e
         return xgb_adapter.from_booster(model, learning_rate=learning_rate, reg_lambda=reg_lambda)
-    if mod in ("lightgbm", "catboost"):
-        raise NotImplementedError(f"{mod} models are not supported yet.")
+    if mod == "lightgbm":
+        from . import lightgbm as lgb_adapter
+
+        return lgb_adapter.from_booster(model, learning_rate=learning_rate, reg_lambda=reg_lambda)
+    if mod == "catboost":
+        from . import catboost as cb_adapter
+
+        return cb_adapter.from_model(model, learning_rate=learning_rate, reg_lambda=reg_lambda)
     raise TypeError(
-        f"Cannot explain a {type(model).__module__}.{type(model).__name__}: expected an XGBoost "
-        "Booster or scikit-learn wrapper, or a TreeEnsemble."
+        f"Cannot explain a {type(model).__module__}.{type(model).__name__}: expected an XGBoost, "
+        "LightGBM or CatBoost model (Booster or scikit-learn wrapper), or a TreeEnsemble."
     )
 
 
@@ -100,7 +109,9 @@ def load(
     learning_rate: float | None = None,
     reg_lambda: float | None = None,
 ) -> TreeEnsemble:
-    """Read a model file: a saved TreeEnsemble (``.npz``) or an XGBoost ``.json``/``.ubj`` model.
+    """Read a model file: a saved TreeEnsemble (``.npz``), an XGBoost ``.json``/``.ubj`` model,
+    a LightGBM model text file or ``dump_model()`` JSON, or a CatBoost ``.json`` or ``.cbm``
+    model (the latter read through catboost itself).
 
     The file type is recognised from its content, not its name. Nothing is ever unpickled.
 
@@ -135,8 +146,18 @@ def load(
             f"{path!r} is a Python pickle; treeinner never unpickles files. Save the model in "
             "the booster's own format (e.g. XGBoost's save_model('model.json'))."
         )
-    if kind in ("catboost", "lightgbm"):
-        raise NotImplementedError(f"{path!r} is a {kind} model; {kind} is not supported yet.")
+    if kind == "lightgbm":
+        from . import lightgbm as lgb_adapter
+
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path!r} is not a valid LightGBM model file: {e}") from e
+        return lgb_adapter.from_string(text, learning_rate=learning_rate, reg_lambda=reg_lambda)
+    if kind == "catboost":
+        from . import catboost as cb_adapter
+
+        return cb_adapter.from_cbm(path, learning_rate=learning_rate, reg_lambda=reg_lambda)
     if kind == "xgboost-binary":
         raise ValueError(
             f"{path!r} is an XGBoost model in the deprecated binary format; load it with "
@@ -160,8 +181,12 @@ def load(
 
     if xgb_adapter.is_xgboost_model(doc):
         return xgb_adapter.from_dict(doc, learning_rate=learning_rate, reg_lambda=reg_lambda)
-    if isinstance(doc, dict) and "oblivious_trees" in doc:
-        raise NotImplementedError(f"{path!r} is a CatBoost model; CatBoost is not supported yet.")
+    if isinstance(doc, dict) and ("oblivious_trees" in doc or "features_info" in doc):
+        from . import catboost as cb_adapter
+
+        return cb_adapter.from_json(doc, learning_rate=learning_rate, reg_lambda=reg_lambda)
     if isinstance(doc, dict) and "tree_info" in doc:
-        raise NotImplementedError(f"{path!r} is a LightGBM model; LightGBM is not supported yet.")
+        from . import lightgbm as lgb_adapter
+
+        return lgb_adapter.from_dump(doc, learning_rate=learning_rate, reg_lambda=reg_lambda)
     raise ValueError(f"{path!r} is JSON but not a model treeinner can read.")

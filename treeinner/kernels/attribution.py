@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..objectives import SOFTMAX, grad_hess, grad_hess_row
+from ..objectives import grad_hess, grad_hess_row
 from .routing import ROW_BLOCK, _fill_buffer, _route_block
 
 
@@ -188,7 +188,7 @@ def staged_pass(
                         else:
                             F[k, 0] += value[leaf]
                     continue
-                if code == SOFTMAX:
+                if K > 1:
                     for k in range(m):
                         grad_hess_row(code, prm, y[r0 + k], F[k], g[k], h[k])
                 else:

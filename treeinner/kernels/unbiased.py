@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..objectives import SOFTMAX, grad_hess, grad_hess_row
+from ..objectives import grad_hess, grad_hess_row
 from .routing import ROW_BLOCK, _fill_buffer, _route_block
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -141,7 +141,7 @@ def staged_leaves(
             r = it - it0
             for k in range(m):
                 row = r0 + k
-                if code == SOFTMAX:
+                if K > 1:
                     grad_hess_row(code, prm, y[row], Fb[k], g, h)
                 else:
                     g[0], h[0] = grad_hess(code, prm, y[row], Fb[k, 0])
