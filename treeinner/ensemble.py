@@ -256,10 +256,14 @@ class TreeEnsemble:
         if np.any((self.missing_type < 0) | (self.missing_type > 2)):
             raise ValueError("Corrupt ensemble: unknown missing_type.")
         num = inner & (self.split_type == routing.NUMERIC)
-        if not np.all(np.isfinite(self.threshold[num])):
+        thr = self.threshold[num]
+        # LightGBM writes +-inf thresholds (x <= inf separates NaN from every number)
+        if np.any(np.isnan(thr)) or (
+            self.decision_rule != "float64 <=" and not np.all(np.isfinite(thr))
+        ):
             raise ValueError(
-                "Corrupt ensemble: a numeric split has a non-finite threshold (no booster "
-                "writes one; a split at +-inf or NaN sends every value the same way)."
+                "Corrupt ensemble: a numeric split has a non-finite threshold (only LightGBM "
+                "writes +-inf; a split at NaN sends every value the same way)."
             )
         if not np.all(np.isfinite(self.value[~inner])):
             raise ValueError("Corrupt ensemble: a leaf value is not finite.")

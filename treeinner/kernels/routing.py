@@ -22,11 +22,11 @@ CAT_SET_LEFT = 2  # categorical: members of the node's set go left (LightGBM)
 
 # missing_type codes
 MISSING_NAN = 0  # NaN takes the default direction
-MISSING_ZERO = 1  # NaN and |x| <= 1e-35 take the default direction (LightGBM "Zero")
+MISSING_ZERO = 1  # NaN and |x| <= 1e-35f take the default direction (LightGBM "Zero")
 MISSING_NONE = 2  # NaN is read as 0.0 (LightGBM "None")
 
 ROW_BLOCK = 64
-_ZERO_EPS = 1e-35
+_ZERO_EPS = float(np.float32(1e-35))  # LightGBM's kZeroThreshold is the float 1e-35f
 _MAX_CAT = 2147483647.0
 
 
@@ -46,7 +46,8 @@ def _goes_left(v, n, split_type, default_left, missing_type, bound, cat_offsets,
     if f32:
         v = np.float64(np.float32(v))
     in_set = False
-    if v >= 0.0 and v < _MAX_CAT:
+    # LightGBM truncates toward zero first, so (-1, 0) reads as category 0
+    if (v > -1.0 if st == CAT_SET_LEFT else v >= 0.0) and v < _MAX_CAT:
         c = np.int64(v)
         w = c >> 5
         lo = cat_offsets[n]
