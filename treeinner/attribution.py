@@ -114,7 +114,12 @@ def node_values(model: Any, kind: str = "regularized", reference: Any = None) ->
         K.subtree_sums(ens.left, ens.right, ens.tree_offsets, G, Gs)
         K.subtree_sums(ens.left, ens.right, ens.tree_offsets, H, Hs)
         lr = ens.learning_rate[ens._node_tree]
-        den = Hs + ens.reg_lambda
+        lam = ens.reg_lambda
+        if wr and ens.params.get("l2_scaled_by_mean_weight"):
+            # CatBoost scales l2_leaf_reg by the mean sample weight of the training set
+            w = np.asarray(wr[0], dtype=np.float64)
+            lam = lam * float(np.mean(w)) if w.size else lam
+        den = Hs + lam
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(den > 0, -lr * Gs / den, 0.0)
     if kind not in ("regularized", "mean"):
@@ -122,7 +127,10 @@ def node_values(model: Any, kind: str = "regularized", reference: Any = None) ->
     cover = ens.cover
     if np.any(~np.isfinite(cover)):
         raise ValueError(
-            "The model does not store hessian covers; use kind='data' with reference=(X, y)."
+            f"The {ens.source} model does not store hessian covers (objective "
+            f"{ens.objective!r}), so node values need the training data: use "
+            "kind='data' with reference=(X_train, y_train), or "
+            "predecomp(model, X, reference=(X_train, y_train))."
         )
     lam = ens.reg_lambda if kind == "regularized" else 0.0
     out = np.empty(ens.n_nodes)
