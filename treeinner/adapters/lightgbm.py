@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import warnings
 from typing import Any
 
 import numpy as np
@@ -36,6 +35,7 @@ from ..kernels.routing import (
     MISSING_ZERO,
     NUMERIC,
 )
+from ._common import join_trees, warn_notes
 
 __all__ = ["from_booster", "from_dump", "from_string", "kernel_objective"]
 
@@ -761,31 +761,8 @@ def _build(
         else:
             gains.append(stored)
 
-    for note in notes:
-        warnings.warn(note, UserWarning, stacklevel=4)
-    if inexact:
-        warnings.warn(
-            "Regularized node values (PreDecomp) will not be exact for this model: "
-            + "; ".join(inexact)
-            + ".",
-            UserWarning,
-            stacklevel=4,
-        )
-
-    offsets = np.zeros(n_trees + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([a["left"].shape[0] for a in parsed])
-    glob = {}
-    for key in ("left", "right"):
-        glob[key] = np.concatenate(
-            [np.where(a[key] >= 0, a[key] + off, -1) for a, off in zip(parsed, offsets)]
-        )
-    words = [w for a in parsed for w in a["cat_words"]]
-    cat_offsets = np.zeros(len(words) + 1, dtype=np.int64)
-    cat_offsets[1:] = np.cumsum([w.shape[0] for w in words])
-    cat_words = np.concatenate(words) if words else np.zeros(0, dtype=np.uint32)
-
-    def cat_field(k: str) -> np.ndarray:
-        return np.concatenate([a[k] for a in parsed])
+    warn_notes(notes, inexact)
+    joined, cat_field = join_trees(parsed)
 
     kept = {
         k: params[k]
@@ -807,9 +784,9 @@ def _build(
         if k in params
     }
     return TreeEnsemble(
-        tree_offsets=offsets,
-        left=glob["left"],
-        right=glob["right"],
+        tree_offsets=joined["tree_offsets"],
+        left=joined["left"],
+        right=joined["right"],
         feature=cat_field("feature"),
         threshold=cat_field("threshold"),
         split_type=cat_field("split_type"),
@@ -820,8 +797,8 @@ def _build(
         count=np.concatenate(counts),
         gain=np.concatenate(gains),
         leaf_id=cat_field("leaf_id"),
-        cat_offsets=cat_offsets,
-        cat_words=cat_words,
+        cat_offsets=joined["cat_offsets"],
+        cat_words=joined["cat_words"],
         tree_group=np.arange(n_trees) % per_iter,
         tree_iteration=np.arange(n_trees) // per_iter,
         learning_rate=lrs,

@@ -12,13 +12,13 @@ import ctypes
 import ctypes.util
 import json
 import math
-import warnings
 from typing import Any
 
 import numpy as np
 
 from ..ensemble import TreeEnsemble
 from ..kernels.routing import CAT_SET_RIGHT, MISSING_NAN, NUMERIC
+from ._common import join_trees, warn_notes
 
 __all__ = ["from_booster", "from_dict", "is_xgboost_model"]
 
@@ -497,36 +497,13 @@ def _from_dict(doc, config, learning_rate, reg_lambda) -> TreeEnsemble:
     etas, lam, notes = _choose_eta_lambda(
         cfg, lam_r, eta_r, why, learning_rate, reg_lambda, n_trees
     )
-    for note in notes:
-        warnings.warn(note, UserWarning, stacklevel=4)
-    if inexact:
-        warnings.warn(
-            "Regularized node values (PreDecomp) will not be exact for this model: "
-            + "; ".join(inexact)
-            + ".",
-            UserWarning,
-            stacklevel=4,
-        )
-
-    offsets = np.zeros(n_trees + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([p["left"].shape[0] for p in parsed])
-    cat = {}
-    for key in ("left", "right"):
-        cat[key] = np.concatenate(
-            [np.where(p[key] >= 0, p[key] + off, -1) for p, off in zip(parsed, offsets)]
-        )
-    words = [w for p in parsed for w in p["cat_words"]]
-    cat_offsets = np.zeros(len(words) + 1, dtype=np.int64)
-    cat_offsets[1:] = np.cumsum([w.shape[0] for w in words])
-    cat_words = np.concatenate(words) if words else np.zeros(0, dtype=np.uint32)
-
-    def cat_field(k):
-        return np.concatenate([p[k] for p in parsed])
+    warn_notes(notes, inexact)
+    joined, cat_field = join_trees(parsed)
 
     return TreeEnsemble(
-        tree_offsets=offsets,
-        left=cat["left"],
-        right=cat["right"],
+        tree_offsets=joined["tree_offsets"],
+        left=joined["left"],
+        right=joined["right"],
         feature=cat_field("feature"),
         threshold=cat_field("threshold"),
         split_type=cat_field("split_type"),
@@ -537,8 +514,8 @@ def _from_dict(doc, config, learning_rate, reg_lambda) -> TreeEnsemble:
         count=cat_field("count"),
         gain=cat_field("gain"),
         leaf_id=cat_field("leaf_id"),
-        cat_offsets=cat_offsets,
-        cat_words=cat_words,
+        cat_offsets=joined["cat_offsets"],
+        cat_words=joined["cat_words"],
         tree_group=tree_info,
         tree_iteration=tree_iter,
         learning_rate=etas,
