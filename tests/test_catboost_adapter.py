@@ -254,10 +254,14 @@ def test_unsupported_options(tmp_path):
     y = make_y(rng, "RMSE", X)
     df = pd.DataFrame(X, columns=["a", "b", "c"])
     df["cat"] = rng.choice(["u", "v", "w"], size=200)
+    df["text"] = rng.choice(["a b", "b c", "c d"], size=200)
     m = cb.CatBoostRegressor(iterations=3, depth=2, verbose=0, allow_writing_files=False)
-    m.fit(df, y, cat_features=["cat"])
-    with pytest.raises(NotImplementedError, match="categorical features"):
+    m.fit(df, y, cat_features=["cat"], text_features=["text"])
+    with pytest.raises(NotImplementedError, match="text features"):
         treeinner.from_model(m)
+    m.save_model(str(tmp_path / "text.cbm"))
+    with pytest.raises(NotImplementedError, match="text features"):
+        treeinner.load(tmp_path / "text.cbm")
     m2 = fit({"loss_function": "MultiRMSE", "iterations": 2, "depth": 2}, X, np.c_[y, -y])
     with pytest.raises(NotImplementedError, match="MultiRMSE"):
         treeinner.from_model(m2)

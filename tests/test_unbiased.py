@@ -488,3 +488,51 @@ def test_squared_error_weights_validated_in_exact_mode():
         treeinner.unbiased_gain(b, X, y, sample_weight=np.ones(5))
     with pytest.raises(ValueError, match="sample_weight"):
         treeinner.unbiased_gain(b, X, y, sample_weight=np.full(len(y), np.nan))
+
+
+# ---------------------------------------------------------------------- other boosters
+def _other_booster_data(seed, n=800):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(2 * n, 4))
+    X[rng.random(X.shape) < 0.03] = np.nan
+    s = np.nan_to_num(X[:, 0]) + 0.5 * np.nan_to_num(X[:, 1])
+    yb = (s + rng.logistic(size=2 * n) > 0).astype(float)
+    yr = s + rng.normal(size=2 * n)
+    return X[:n], X[n:], yb[:n], yb[n:], yr[:n], yr[n:]
+
+
+@pytest.mark.parametrize("task", ["binary", "regression"])
+def test_lightgbm_sums_from_the_model_equal_sums_from_training_data(task):
+    """Without bagging, G rebuilt from LightGBM's leaves is the training gradient sum, so the
+    unbiased gain from the model and from train= agree (to LightGBM's float32 gradients)."""
+    lgb = pytest.importorskip("lightgbm")
+    Xt, Xv, ybt, ybv, yrt, yrv = _other_booster_data(31)
+    yt, yv = (ybt, ybv) if task == "binary" else (yrt, yrv)
+    params = {"objective": task, "learning_rate": 0.2, "num_leaves": 8, "lambda_l2": 2.0,
+              "verbose": -1, "min_data_in_leaf": 5}  # fmt: skip
+    b = lgb.train(params, lgb.Dataset(Xt, yt), 8)
+    a = treeinner.unbiased_gain(b, Xv, yv, random_state=4, per_split=True)
+    t = treeinner.unbiased_gain(b, Xv, yv, random_state=4, per_split=True, train=(Xt, yt))
+    np.testing.assert_array_equal(a["k"], t["k"])
+    scale = np.abs(a["unbiased_gain"]).max()
+    np.testing.assert_allclose(a["unbiased_gain"], t["unbiased_gain"], atol=1e-5 * scale)
+    np.testing.assert_allclose(a["gain"], t["gain"], atol=1e-5 * np.abs(a["gain"]).max())
+    assert treeinner.unbiased_gain(b, Xv, yv, random_state=4).idxmax() == "Column_0"
+
+
+def test_catboost_needs_training_data_for_logloss():
+    cb = pytest.importorskip("catboost")
+    Xt, Xv, ybt, ybv, yrt, yrv = _other_booster_data(32)
+    common = {"iterations": 8, "depth": 3, "learning_rate": 0.3, "verbose": False,
+              "random_seed": 0, "leaf_estimation_iterations": 1}  # fmt: skip
+    clf = cb.CatBoostClassifier(loss_function="Logloss", **common).fit(Xt, ybt)
+    with pytest.raises(ValueError, match="train="):
+        treeinner.unbiased_gain(clf, Xv, ybv, random_state=0)
+    s = treeinner.unbiased_gain(clf, Xv, ybv, random_state=0, train=(Xt, ybt))
+    assert s.idxmax() == s.index[0]
+    # RMSE: the leaf weights are the hessian sums, so the model alone suffices and agrees
+    reg = cb.CatBoostRegressor(loss_function="RMSE", **common).fit(Xt, yrt)
+    a = treeinner.unbiased_gain(reg, Xv, yrv, per_split=True)
+    t = treeinner.unbiased_gain(reg, Xv, yrv, per_split=True, train=(Xt, yrt))
+    scale = np.abs(a["unbiased_gain"]).max()
+    np.testing.assert_allclose(a["unbiased_gain"], t["unbiased_gain"], atol=1e-6 * scale)

@@ -162,9 +162,10 @@ def _path_attribution(
     bias = ens.base_margin.copy()
     roots = ens.tree_offsets[lo:hi]
     np.add.at(bias, ens.tree_group[lo:hi], p[roots])
+    out = ens._to_output(out, axis=1)
     values = out[:, :, 0] if ens.n_outputs == 1 else out
     index = X.index if isinstance(X, pd.DataFrame) else None
-    return Attribution(values=values, bias=bias, feature_names=ens.feature_names, index=index)
+    return Attribution(values=values, bias=bias, feature_names=ens.output_names, index=index)
 
 
 def predecomp(model: Any, X: Any, trees: Any = None, reference: Any = None) -> Attribution:

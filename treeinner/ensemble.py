@@ -128,6 +128,13 @@ class TreeEnsemble:
         Training hyperparameters read from the model that matter for exactness.
     inexact : tuple of str
         Reasons why leaf values are not exactly ``-lr G / (H + lambda)``, if any.
+    input_map : object, optional
+        For models whose splits the kernels cannot evaluate from the raw columns (CatBoost
+        categorical splits): ``transform(X)`` gives the kernels' input (the model's numeric
+        columns plus one 0/1 column per such split, computed by the booster itself),
+        ``output_names`` the user's feature names, ``credit`` (n_features x
+        len(output_names)) how each kernel column's attributions are credited to them, and
+        ``column_names`` a display name per kernel column. Not saved.
     """
 
     tree_offsets: np.ndarray
@@ -162,6 +169,7 @@ class TreeEnsemble:
     categories: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
     inexact: tuple[str, ...] = ()
+    input_map: Any = field(default=None, compare=False, repr=False)
 
     # ------------------------------------------------------------------ construction
     def __post_init__(self) -> None:
@@ -395,7 +403,27 @@ class TreeEnsemble:
         hi = int(np.searchsorted(self.tree_iteration, stop, side="left"))
         return lo, hi
 
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """Names of the features that attributions and importances are reported for."""
+        return self.feature_names if self.input_map is None else self.input_map.output_names
+
+    def _to_output(self, per_feature: np.ndarray, axis: int = 0) -> np.ndarray:
+        """Credit an array over the kernels' columns (on ``axis``) to the output features."""
+        if self.input_map is None:
+            return per_feature
+        moved = np.moveaxis(per_feature, axis, -1) @ self.input_map.credit
+        return np.moveaxis(moved, -1, axis)
+
+    def _column_names(self) -> tuple[str, ...]:
+        """A display name for every kernel column."""
+        return self.feature_names if self.input_map is None else self.input_map.column_names
+
     def _blocks(self, X: Any) -> tuple[int, Any]:
+        if self.input_map is not None:
+            return _input.as_rows(
+                self.input_map.transform(X), self.n_features, self.feature_names, False, None
+            )
         return _input.as_rows(
             X, self.n_features, self.feature_names, self.named, self.categories or None
         )
@@ -482,6 +510,11 @@ class TreeEnsemble:
         path : str or path-like
             Destination; ``.npz`` is appended by NumPy when missing.
         """
+        if self.input_map is not None:
+            raise ValueError(
+                "This ensemble routes rows through its booster (CatBoost categorical splits) "
+                "and cannot be saved on its own; save the booster's model instead."
+            )
         arrays = {n: getattr(self, n) for n in {**_NODE_ARRAYS, **_TREE_ARRAYS, **_OTHER_ARRAYS}}
         meta = {
             "format": "treeinner.TreeEnsemble",
@@ -492,7 +525,7 @@ class TreeEnsemble:
             },
         }
         for f in fields(self):
-            if f.name not in arrays and f.name not in meta:
+            if f.name not in arrays and f.name not in meta and f.name != "input_map":
                 meta[f.name] = getattr(self, f.name)
         meta["inexact"] = list(self.inexact)
         blob = json.dumps(meta, default=_json_scalar).encode()
@@ -529,7 +562,7 @@ class TreeEnsemble:
         meta["categories"] = {int(k): v for k, v in meta.get("categories", {}).items()}
         meta["feature_names"] = tuple(meta["feature_names"])
         meta["inexact"] = tuple(meta.get("inexact", ()))
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)} - {"input_map"}
         missing = known - set(data) - set(meta)
         if missing:
             raise ValueError(f"{os.fspath(path)!r} lacks {sorted(missing)}.")

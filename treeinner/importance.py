@@ -30,7 +30,8 @@ METHODS = (
 
 def _per_output(ens: TreeEnsemble, per_feature: np.ndarray, name: str) -> pd.Series | pd.DataFrame:
     """(n_features, n_outputs) -> Series, or DataFrame with a column per class and 'total'."""
-    names = list(ens.feature_names)
+    names = list(ens.output_names)
+    per_feature = ens._to_output(per_feature)
     if ens.n_outputs == 1:
         return pd.Series(per_feature[:, 0], index=names, name=name)
     df = pd.DataFrame(
@@ -164,6 +165,11 @@ def _total(res: pd.Series | pd.DataFrame) -> pd.Series:
 
 
 def _permutation(ens, X, y, sample_weight, n_repeats, random_state):
+    if ens.input_map is not None:
+        raise NotImplementedError(
+            "Permutation importance is not available for models routed through their booster "
+            "(CatBoost categorical splits) yet."
+        )
     obj = get_objective(ens)
     n, blocks = ens._blocks(X)
     Xd = np.concatenate([b for _, b in blocks]) if n else np.zeros((0, ens.n_features))
@@ -228,7 +234,7 @@ def importance(
             attr = (predecomp if m == "abs_predecomp" else saabas)(ens, X)
             v = np.abs(attr.values)
             v = v.sum(axis=2) if v.ndim == 3 else v
-            cols[m] = v.mean(axis=0) if v.shape[0] else np.zeros(ens.n_features)
+            cols[m] = v.mean(axis=0) if v.shape[0] else np.zeros(len(ens.output_names))
         elif m == "total_gain":
             cols[m] = _total(total_gain(ens)).to_numpy()
         elif m == "permutation":
@@ -240,4 +246,4 @@ def importance(
             cols[m] = _total(ug).to_numpy()
         else:
             raise ValueError(f"Unknown importance method {m!r}; choose from {METHODS}.")
-    return pd.DataFrame(cols, index=list(ens.feature_names))
+    return pd.DataFrame(cols, index=list(ens.output_names))

@@ -249,8 +249,11 @@ def _split_frame(ens, inner, tree, group, G, H, ub, k, count) -> pd.DataFrame:
     }
     if ens.n_outputs > 1:
         cols["class"] = group
-    cols["feature"] = np.asarray(ens.feature_names, dtype=object)[ens.feature[inner]]
-    cols["threshold"] = np.where(ens.split_type[inner] == 0, ens.threshold[inner], np.nan)
+    cols["feature"] = np.asarray(ens._column_names(), dtype=object)[ens.feature[inner]]
+    numeric = ens.split_type[inner] == 0
+    if ens.input_map is not None:  # splits the booster evaluates: no threshold to show
+        numeric &= ens.feature[inner] < ens.input_map.n_raw
+    cols["threshold"] = np.where(numeric, ens.threshold[inner], np.nan)
     cols["gain"] = score(L) + score(R) - score(inner)
     cols["unbiased_gain"] = ub
     cols["k"] = k

@@ -159,7 +159,53 @@ def _params(doc: dict) -> dict:
     return p
 
 
-def _features(doc: dict) -> tuple[int, list[str], bool, dict[int, tuple[int, bool]]]:
+class _FeatureMap(dict):
+    """float_feature_index -> (column, nan goes left), plus what categorical splits need: the
+    column of every categorical feature, the credit of CTR splits, and the synthetic 0/1
+    columns allocated to categorical splits (their credited columns and CatBoost tree)."""
+
+    cat_cols: dict[int, int]
+    ctr_cols: list[tuple[float, int, tuple[int, ...]]]  # (border, target_border_idx, columns)
+    n_float_borders: int
+    n_onehot_values: int
+    n_raw: int
+    synth: list[tuple[int, ...]]
+    synth_tree: list[int]
+    n_ctr: int
+    tree: int
+
+    def credit_of(self, s: dict) -> tuple[int, ...]:
+        """The input columns a categorical split (OneHotFeature or OnlineCtr) depends on."""
+        kind = s.get("split_type")
+        if kind == "OneHotFeature":
+            ci = s.get("cat_feature_index")
+            if ci not in self.cat_cols or isinstance(ci, bool):
+                raise _corrupt(f"a one-hot split uses cat_feature_index {ci!r}, not described.")
+            return (self.cat_cols[ci],)
+        border = _num(s.get("border"), "a CTR border")
+        tbi = s.get("ctr_target_border_idx", 0)
+        # split_index numbers float borders, then one-hot values, then CTR borders in order
+        si = s.get("split_index")
+        j = si - self.n_float_borders - self.n_onehot_values if isinstance(si, int) else -1
+        if 0 <= j < len(self.ctr_cols):
+            b, t, cols = self.ctr_cols[j]
+            if t == tbi and abs(b - border) <= 1e-6 * max(1.0, abs(b)):
+                return cols
+        found = {cols for b, t, cols in self.ctr_cols if t == tbi and b == border}
+        if len(found) == 1:
+            return found.pop()
+        raise _corrupt(f"a CTR split (border {border}) matches {len(found)} CTR descriptions.")
+
+    def synthetic(self, s: dict) -> int:
+        """A new 0/1 column for a categorical split of the current tree."""
+        cols = self.credit_of(s)
+        self.n_ctr += s.get("split_type") == "OnlineCtr"
+        self.synth.append(cols)
+        self.synth_tree.append(self.tree)
+        return self.n_raw + len(self.synth) - 1
+
+
+def _features(doc: dict) -> tuple[int, list[str], bool, _FeatureMap]:
     """(n_features, names, named, float_feature_index -> (column, nan goes left))."""
     fi = doc.get("features_info")
     if not isinstance(fi, dict):
@@ -174,7 +220,7 @@ def _features(doc: dict) -> tuple[int, list[str], bool, dict[int, tuple[int, boo
     if not isinstance(floats, list) or not isinstance(cats, list):
         raise _corrupt("features_info lists are not arrays.")
     names: dict[int, str] = {}
-    fmap: dict[int, tuple[int, bool]] = {}
+    fmap = _FeatureMap()
     for f in floats + cats:
         if not isinstance(f, dict) or "flat_feature_index" not in f:
             raise _corrupt("a feature lacks flat_feature_index.")
@@ -196,21 +242,44 @@ def _features(doc: dict) -> tuple[int, list[str], bool, dict[int, tuple[int, boo
     n = max(names) + 1 if names else 0
     if n < 1:
         raise _corrupt("the model describes no features.")
+    fmap.cat_cols = {}
+    for f in cats:
+        ci = f.get("feature_index")
+        if isinstance(ci, bool) or not isinstance(ci, int) or ci < 0 or ci in fmap.cat_cols:
+            raise _corrupt(f"categorical feature_index {ci!r} is missing or repeated.")
+        fmap.cat_cols[ci] = int(f["flat_feature_index"])
+    fmap.n_float_borders = sum(len(f.get("borders") or []) for f in floats)
+    fmap.n_onehot_values = sum(len(f.get("values") or []) for f in cats)
+    fmap.ctr_cols = []
+    for c in fi.get("ctrs") or []:
+        cols = []
+        for e in c.get("elements") or []:
+            if "cat_feature_index" in e and e["cat_feature_index"] in fmap.cat_cols:
+                cols.append(fmap.cat_cols[e["cat_feature_index"]])
+            elif "float_feature_index" in e and e["float_feature_index"] in fmap:
+                cols.append(fmap[e["float_feature_index"]][0])
+        if not cols:
+            raise _corrupt("a CTR description names no known feature.")
+        key = tuple(sorted(set(cols)))
+        for b in c.get("borders") or []:
+            fmap.ctr_cols.append((_num(b, "a CTR border"), c.get("target_border_idx", 0), key))
+    fmap.n_raw = n
+    fmap.synth, fmap.synth_tree, fmap.tree, fmap.n_ctr = [], [], 0, 0
     given = [names.get(i, "") for i in range(n)]
     named = all(given) and len(set(given)) == n
     return n, (given if named else [f"f{i}" for i in range(n)]), named, fmap
 
 
-def _split(s: Any, fmap: dict[int, tuple[int, bool]]) -> tuple[int, float, bool]:
+def _split(s: Any, fmap: _FeatureMap) -> tuple[int, float, bool]:
     """(column, float32 border, nan goes left) of one split."""
     if not isinstance(s, dict):
         raise _corrupt("a split is not an object.")
     kind = s.get("split_type", "FloatFeature")
+    if kind in ("OneHotFeature", "OnlineCtr"):
+        # evaluated by CatBoost itself: a 0/1 column, 1 where the row goes right
+        return fmap.synthetic(s), 0.5, False
     if kind != "FloatFeature":
-        raise NotImplementedError(
-            f"CatBoost models with categorical features are not supported yet (a split of "
-            f"type {kind!r}); train on numeric features or one-hot encode them yourself."
-        )
+        raise NotImplementedError(f"CatBoost splits of type {kind!r} are not supported.")
     idx = s.get("float_feature_index")
     if idx not in fmap or isinstance(idx, bool):
         raise _corrupt(f"a split uses float_feature_index {idx!r}, which is not described.")
@@ -374,9 +443,18 @@ def _nonsymmetric(tree: Any, k: int, fmap: dict) -> dict[str, np.ndarray]:
 
 # ---------------------------------------------------------------------- main entry
 def from_json(
-    doc: dict, *, learning_rate: float | None = None, reg_lambda: float | None = None
+    doc: dict,
+    *,
+    learning_rate: float | None = None,
+    reg_lambda: float | None = None,
+    model: Any = None,
 ) -> TreeEnsemble:
     """Build a TreeEnsemble from a decoded CatBoost JSON model.
+
+    Categorical splits (one-hot and CTR) are evaluated by CatBoost itself: the ensemble then
+    carries an ``input_map`` that asks ``calc_leaf_indexes`` which way every row goes at
+    those splits (this needs the catboost package), and its attributions and importances are
+    credited to the categorical features the splits use.
 
     Parameters
     ----------
@@ -386,6 +464,9 @@ def from_json(
         Overrides the learning rate read from ``model_info.params``.
     reg_lambda : float, optional
         Overrides ``l2_leaf_reg`` read from ``model_info.params``.
+    model : catboost.CatBoost, optional
+        The model the document was exported from (used for categorical splits; loaded from
+        the document when absent).
 
     Returns
     -------
@@ -395,13 +476,15 @@ def from_json(
     ------
     ValueError
         If the document is not a CatBoost model or is corrupt.
+    ImportError
+        If the model has categorical features and catboost is not installed.
     NotImplementedError
         If the model uses an option treeinner does not support (named in the message).
     """
     if not isinstance(doc, dict) or not ("oblivious_trees" in doc or "trees" in doc):
         raise ValueError("Not a CatBoost JSON model (no 'oblivious_trees' or 'trees').")
     try:
-        return _from_json(doc, learning_rate, reg_lambda)
+        return _from_json(doc, learning_rate, reg_lambda, model)
     except _Corrupt:
         raise
     except (KeyError, TypeError, IndexError, AttributeError, OverflowError) as e:
@@ -425,14 +508,8 @@ def _loss(params: dict) -> tuple[str, dict]:
     return str(lf.get("type", "RMSE")), out
 
 
-def _from_json(doc: dict, learning_rate, reg_lambda) -> TreeEnsemble:
+def _from_json(doc: dict, learning_rate, reg_lambda, model=None) -> TreeEnsemble:
     n_features, names, named, fmap = _features(doc)
-    if doc["features_info"].get("categorical_features") or doc.get("ctr_data"):
-        raise NotImplementedError(
-            "CatBoost models with categorical features are not supported yet (they need "
-            "CatBoost's own hashing and CTR tables to route rows); train on numeric features "
-            "or encode the categories yourself."
-        )
     sb = doc.get("scale_and_bias", [1.0, [0.0]])
     if not isinstance(sb, list) or len(sb) != 2:
         raise _corrupt("scale_and_bias is not [scale, [bias, ...]].")
@@ -468,7 +545,10 @@ def _from_json(doc: dict, learning_rate, reg_lambda) -> TreeEnsemble:
     if len(trees_json) == 0:
         raise ValueError("The CatBoost model has no trees (was it trained for 0 iterations?).")
     parse = _oblivious if symmetric else _nonsymmetric
-    parsed = [parse(t, k, fmap) for t in trees_json]
+    parsed = []
+    for i, t in enumerate(trees_json):
+        fmap.tree = i
+        parsed.append(parse(t, k, fmap))
 
     # ---- learning rate, l2 and exactness
     bo = params.get("boosting_options", {}) or {}
@@ -517,6 +597,11 @@ def _from_json(doc: dict, learning_rate, reg_lambda) -> TreeEnsemble:
         inexact.append("class weights are sample weights the reference data must carry")
     if objective not in _CODES:
         inexact.append(f"loss_function {objective!r} has no gradient here")
+    if fmap.n_ctr and objective != "RMSE":
+        inexact.append(
+            "CTR splits: CatBoost grew the trees with ordered target statistics, so the "
+            "training rows do not reach the same leaves under the final model's statistics"
+        )
     if inexact:
         warnings.warn(
             "Node values from data (PreDecomp) will not reproduce this CatBoost model's leaves "
@@ -554,11 +639,22 @@ def _from_json(doc: dict, learning_rate, reg_lambda) -> TreeEnsemble:
         for line in info["catboost_version_info"].splitlines():
             if "Branch:" in line and "v" in line:
                 version = line.split("v")[-1].strip()
+    feature = cat(lambda p, c, o: p["feature"])
+    input_map = None
+    if fmap.synth:
+        input_map = _CategoricalRouting(
+            doc, model, fmap, names, k, offsets, left, right, feature,
+            cat(lambda p, c, o: p["leaf_id"]),
+        )  # fmt: skip
+        names = list(names) + [
+            f"{input_map.column_names[fmap.n_raw + j]}#{j}" for j in range(len(fmap.synth))
+        ]
     return TreeEnsemble(
+        input_map=input_map,
         tree_offsets=offsets,
         left=left,
         right=right,
-        feature=cat(lambda p, c, o: p["feature"]),
+        feature=feature,
         threshold=cat(lambda p, c, o: p["threshold"]),
         split_type=np.full(n_nodes, NUMERIC, dtype=np.int8),
         default_left=cat(lambda p, c, o: p["nan_left"]).astype(np.uint8),
@@ -593,6 +689,119 @@ def _from_json(doc: dict, learning_rate, reg_lambda) -> TreeEnsemble:
         },
         inexact=tuple(inexact),
     )
+
+
+# ---------------------------------------------------------------------- categorical splits
+class _CategoricalRouting:
+    """The ``input_map`` of a CatBoost model with categorical splits.
+
+    ``transform(X)`` gives the kernels' input: the model's columns (numeric values; the
+    categorical columns are not read) and one 0/1 column per categorical split, 1 where the
+    row goes right there. CatBoost computes those through ``calc_leaf_indexes``: the leaf a row
+    reaches fixes the side it took at every split on its path (splits off the path get 0 and
+    are never read). Attributions of a split's column are credited to the features it uses,
+    equally when a CTR combines several.
+    """
+
+    def __init__(self, doc, model, fmap, names, k, offsets, left, right, feature, leaf_id):
+        _require_catboost("a CatBoost model with categorical features")
+        import catboost
+
+        if model is None:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "model.json")
+                with open(path, "w", encoding="utf-8") as fh:
+                    json.dump(doc, fh)
+                model = catboost.CatBoost()
+                try:
+                    model.load_model(path, format="json")
+                except Exception as e:  # CatBoostError
+                    raise ValueError(f"CatBoost could not load the model: {e}") from e
+        self.model = model
+        self.n_raw = fmap.n_raw
+        self.cat_features = sorted(fmap.cat_cols.values())
+        self.float_cols = sorted({c for c, _ in fmap.values()})
+        self.output_names = tuple(names)
+        n_cols = fmap.n_raw + len(fmap.synth)
+        self.credit = np.zeros((n_cols, fmap.n_raw))
+        self.credit[np.arange(fmap.n_raw), np.arange(fmap.n_raw)] = 1.0
+        col_names = list(names)
+        for j, cols in enumerate(fmap.synth):
+            self.credit[fmap.n_raw + j, list(cols)] = 1.0 / len(cols)
+            col_names.append("+".join(names[c] for c in cols))
+        self.column_names = tuple(col_names)
+        # per CatBoost tree (its first output's copy): leaf number -> node, and the parents
+        self.k = k
+        self.n_cb_trees = (offsets.shape[0] - 1) // k
+        parent = np.full(left.shape[0], -1, dtype=np.int64)
+        inner = np.flatnonzero(left >= 0)
+        parent[left[inner]] = inner
+        parent[right[inner]] = inner
+        self.parent, self.right, self.feature = parent, right, feature
+        self.trees = sorted(set(fmap.synth_tree))
+        self.leaf_node = {}
+        for t in self.trees:
+            lo, hi = offsets[t * k], offsets[t * k + 1]
+            ids = leaf_id[lo:hi]
+            table = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
+            leaves = np.flatnonzero(ids >= 0)
+            table[ids[leaves]] = lo + leaves
+            self.leaf_node[t] = table
+
+    def transform(self, X: Any) -> np.ndarray:
+        import catboost
+        import pandas as pd
+
+        if isinstance(X, pd.DataFrame):
+            if X.shape[1] != self.n_raw:
+                raise ValueError(
+                    f"X has {X.shape[1]} features, but the model expects {self.n_raw}."
+                )
+            if all(isinstance(c, str) for c in X.columns) and set(X.columns) == set(
+                self.output_names
+            ):
+                X = X[list(self.output_names)]
+            raw = {c: X.iloc[:, c] for c in self.float_cols}
+        else:
+            arr = np.asarray(X, dtype=object)
+            if arr.ndim != 2 or arr.shape[1] != self.n_raw:
+                raise ValueError(
+                    f"X has shape {arr.shape}; the model expects {self.n_raw} features."
+                )
+            raw = {c: arr[:, c] for c in self.float_cols}
+        n = X.shape[0]
+        out = np.zeros((n, self.credit.shape[0]))
+        out[:, : self.n_raw] = np.nan
+        try:
+            for c, v in raw.items():
+                out[:, c] = np.asarray(v, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"A numeric feature of X holds a non-number: {e}") from e
+        if n == 0:
+            return out
+        try:
+            pool = catboost.Pool(X, cat_features=self.cat_features)
+            leaves = np.asarray(self.model.calc_leaf_indexes(pool), dtype=np.int64)
+        except Exception as e:  # CatBoostError: bad categorical values and the like
+            raise ValueError(f"CatBoost could not route X: {e}") from e
+        rows = np.arange(n)
+        for t in self.trees:
+            table = self.leaf_node[t]
+            node = table[leaves[:, t]]
+            while True:
+                p = self.parent[node]
+                on = p >= 0
+                if not on.any():
+                    break
+                pr, nr, rr = p[on], node[on], rows[on]
+                col = self.feature[pr]
+                syn = col >= self.n_raw
+                out[rr[syn], col[syn]] = (self.right[pr[syn]] == nr[syn]).astype(np.float64)
+                node = np.where(on, p, node)
+                rows_done = ~on
+                if rows_done.all():
+                    break
+        return out
 
 
 # ---------------------------------------------------------------------- models and files
@@ -631,6 +840,11 @@ def from_model(
         raise TypeError(f"{type(model).__name__} is not a CatBoost model.")
     if not model.is_fitted():
         raise ValueError(f"The {type(model).__name__} is not fitted; call fit() first.")
+    # CatBoost's JSON export silently leaves text and embedding features out
+    for kind in ("text", "embedding"):
+        getter = getattr(model, f"get_{kind}_feature_indices", None)
+        if getter is not None and len(getter()) > 0:
+            raise NotImplementedError(f"CatBoost models with {kind} features are not supported.")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model.json")
         try:
@@ -639,7 +853,7 @@ def from_model(
             raise ValueError(f"CatBoost could not export the model as JSON: {e}") from e
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
-    return from_json(doc, learning_rate=learning_rate, reg_lambda=reg_lambda)
+    return from_json(doc, learning_rate=learning_rate, reg_lambda=reg_lambda, model=model)
 
 
 _EXPORT = """
@@ -647,6 +861,10 @@ import sys
 from catboost import CatBoost
 m = CatBoost()
 m.load_model(sys.argv[1], format="cbm")
+for kind in ("text", "embedding"):
+    if len(getattr(m, f"get_{kind}_feature_indices")()):
+        sys.stderr.write(f"UNSUPPORTED: CatBoost models with {kind} features")
+        sys.exit(3)
 m.save_model(sys.argv[2], format="json")
 """
 
@@ -697,6 +915,9 @@ def from_cbm(
             )
         except subprocess.TimeoutExpired as e:
             raise ValueError(f"CatBoost did not read {path!r} within {timeout:g} s.") from e
+        if res.returncode == 3 and "UNSUPPORTED: " in (res.stderr or ""):
+            what = res.stderr.split("UNSUPPORTED: ", 1)[1].strip()
+            raise NotImplementedError(f"{what} are not supported.")
         if res.returncode != 0 or not os.path.exists(out):
             lines = [ln for ln in (res.stderr or "").strip().splitlines() if ln.strip()]
             why = lines[-1][-200:] if lines else f"the loader died (exit code {res.returncode})"
