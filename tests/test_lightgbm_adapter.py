@@ -235,16 +235,6 @@ def test_prediction_only_objectives(objective):
         treeinner.tree_inner(ens, X, y)
 
 
-def test_linear_trees_not_supported(tmp_path):
-    booster, _, _ = _small({"linear_tree": True})
-    with pytest.raises(NotImplementedError, match="linear_tree"):
-        treeinner.from_model(booster)
-    path = tmp_path / "m.txt"
-    booster.save_model(str(path))
-    with pytest.raises(NotImplementedError, match="linear"):
-        treeinner.load(path)
-
-
 def test_unsupported_objective_named():
     booster, _, _ = _small({})
     text = booster.model_to_string().replace("objective=regression", "objective=weird_loss", 1)

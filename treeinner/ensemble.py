@@ -194,8 +194,48 @@ class TreeEnsemble:
         set_(self, "inexact", tuple(self.inexact))
         set_(self, "reg_lambda", float(self.reg_lambda))
         self._validate()
+        set_(self, "_linear", self._make_linear())
         set_(self, "_bound", self._make_bound())
         self._bound.setflags(write=False)
+
+    def _make_linear(self) -> tuple | None:
+        """``params["linear_leaves"]`` (LightGBM linear trees) as validated arrays: per entry
+        its tree, leaf number and delta, and features/coefficients padded to one width."""
+        lin = self.params.get("linear_leaves")
+        if lin is None:
+            return None
+        try:
+            tree = np.asarray(lin["tree"], dtype=np.int64)
+            leaf = np.asarray(lin["leaf"], dtype=np.int64)
+            delta = np.asarray(lin["delta"], dtype=np.float64)
+            ptr = np.asarray(lin["ptr"], dtype=np.int64)
+            flat_f = np.asarray(lin["features"], dtype=np.int64)
+            flat_c = np.asarray(lin["coeff"], dtype=np.float64)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"Corrupt ensemble: linear_leaves ({e}).") from e
+        m = tree.shape[0]
+        if not (leaf.shape == delta.shape == (m,) and ptr.shape == (m + 1,)):
+            raise ValueError("Corrupt ensemble: linear_leaves arrays differ in length.")
+        if m and (
+            ptr[0] != 0
+            or np.any(np.diff(ptr) < 0)
+            or ptr[-1] != flat_f.shape[0]
+            or flat_c.shape != flat_f.shape
+            or np.any((tree < 0) | (tree >= self.n_trees))
+            or np.any(leaf < 0)
+            or np.any((flat_f < 0) | (flat_f >= len(self.feature_names)))
+            or not np.all(np.isfinite(delta))
+            or not np.all(np.isfinite(flat_c))
+        ):
+            raise ValueError("Corrupt ensemble: linear_leaves out of range.")
+        width = int(np.max(np.diff(ptr))) if m else 0
+        feats = np.full((m, max(width, 1)), -1, dtype=np.int64)
+        coefs = np.zeros((m, max(width, 1)))
+        for i in range(m):
+            k = ptr[i + 1] - ptr[i]
+            feats[i, :k] = flat_f[ptr[i] : ptr[i + 1]]
+            coefs[i, :k] = flat_c[ptr[i] : ptr[i + 1]]
+        return tree, leaf, delta, feats, coefs
 
     def _validate(self) -> None:
         n_nodes = self.left.shape[0]
@@ -463,7 +503,40 @@ class TreeEnsemble:
                 self._float32_input,
                 out[start : start + block.shape[0]],
             )
+            if self._linear is not None:
+                self._add_linear(block, lo, hi, out[start : start + block.shape[0]])
         return out[:, 0] if self.n_outputs == 1 else out
+
+    def _add_linear(self, block: np.ndarray, lo: int, hi: int, out: np.ndarray) -> None:
+        """Add the linear leaf models (LightGBM linear trees) of trees ``lo:hi`` to ``out``:
+        per row, the reached leaf's const - value plus its coefficients times the features,
+        or nothing if one of those features is NaN (the leaf value stands, as in LightGBM)."""
+        tree, leaf, delta, feats, coefs = self._linear
+        trees = np.unique(tree[(tree >= lo) & (tree < hi)])
+        if trees.size == 0:
+            return
+        for c0 in range(0, block.shape[0], 4096):
+            X = np.asarray(block[c0 : c0 + 4096], dtype=np.float64)
+            leaves = np.empty((X.shape[0], hi - lo), dtype=np.int32)
+            routing.leaf_index_serial(
+                np.ascontiguousarray(block[c0 : c0 + 4096]), self._nodes(), self._layout,
+                lo, hi, self._float32_input, leaves,
+            )  # fmt: skip
+            rows = np.arange(X.shape[0])
+            for t in trees:
+                mine = np.flatnonzero(tree == t)
+                table = np.full(int(leaf[mine].max()) + 1, -1, dtype=np.int64)
+                table[leaf[mine]] = mine
+                lid = leaves[:, t - lo]
+                e = np.where(lid < table.shape[0], table[np.minimum(lid, table.shape[0] - 1)], -1)
+                ok = e >= 0
+                f, c = feats[e[ok]], coefs[e[ok]]
+                x = X[rows[ok, None], np.maximum(f, 0)]
+                used = f >= 0
+                terms = np.where(used, c * x, 0.0)
+                nan = np.any(used & np.isnan(x), axis=1)
+                add = delta[e[ok]] + terms.sum(axis=1)
+                out[ok, self.tree_group[t]] += np.where(nan, 0.0, add)
 
     def leaf_index(self, X: Any, iteration_range: tuple[int, int] | None = None) -> np.ndarray:
         """The booster's leaf number reached by every row in every tree.

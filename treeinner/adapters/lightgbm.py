@@ -220,7 +220,21 @@ def _parse_text_tree(kv: dict[str, str], index: int) -> dict[str, Any]:
     t["threshold"] = thr
     t["cat_words"] = words
     if t["is_linear"]:
-        t["leaf_const"] = kv.get("leaf_const")
+        for key in ("leaf_const", "num_features", "leaf_features", "leaf_coeff"):
+            if key not in kv:
+                raise _bad(f"linear tree {index} lacks {key!r} (truncated file?).")
+        n_feat = _ints(kv["num_features"], "num_features", L)
+        if np.any(n_feat < 0):
+            raise _bad(f"linear tree {index} has a negative num_features.")
+        total = int(n_feat.sum())
+        feats = _ints(" ".join(kv["leaf_features"].split()), "leaf_features", total)
+        coefs = _floats(" ".join(kv["leaf_coeff"].split()), "leaf_coeff", total)
+        ptr = np.concatenate([[0], np.cumsum(n_feat)])
+        t["linear"] = {
+            "const": _floats(kv["leaf_const"], "leaf_const", L),
+            "features": [feats[ptr[k] : ptr[k + 1]] for k in range(L)],
+            "coeff": [coefs[ptr[k] : ptr[k + 1]] for k in range(L)],
+        }
     return t
 
 
@@ -325,6 +339,21 @@ def _parse_dump_tree(info: Any, index: int) -> dict[str, Any]:
     except (KeyError, TypeError, ValueError) as e:
         raise _bad(f"tree {index} has a missing or non-numeric field ({e}).") from None
     t["is_linear"] = any("leaf_coeff" in leaves[k] or "leaf_const" in leaves[k] for k in leaves)
+    if t["is_linear"]:
+        try:
+            t["linear"] = {
+                "const": np.array([float(leaves[k]["leaf_const"]) for k in range(L)]),
+                "features": [
+                    np.array(leaves[k].get("leaf_features", []), dtype=np.int64) for k in range(L)
+                ],
+                "coeff": [
+                    np.array(leaves[k].get("leaf_coeff", []), dtype=np.float64) for k in range(L)
+                ],
+            }
+        except (KeyError, TypeError, ValueError) as e:
+            raise _bad(f"linear tree {index} has a bad linear leaf ({e}).") from None
+        if any(f.shape != c.shape for f, c in zip(t["linear"]["features"], t["linear"]["coeff"])):
+            raise _bad(f"linear tree {index}: leaf_features and leaf_coeff differ in length.")
     left = np.zeros(n_in, dtype=np.int64)
     right = np.zeros(n_in, dtype=np.int64)
     for parent, is_left, code in links:
@@ -439,6 +468,35 @@ def _tree_arrays(t: dict[str, Any], index: int, n_features: int) -> dict[str, An
         "cat_words": words,
         "n_in": n_in,
     }
+
+
+def _linear_leaves(trees: list[dict[str, Any]], n_features: int) -> dict[str, list] | None:
+    """The linear leaf models of linear trees, as the ensemble's ``linear_leaves`` parameter:
+    per leaf with a linear model, its tree, leaf number, ``delta`` = leaf_const - leaf_value
+    (so that value + delta + sum coeff x is the leaf's output whatever intercept the adapter
+    moves out of the value), and its features and coefficients (flat, with offsets)."""
+    if not any(t["is_linear"] for t in trees):
+        return None
+    out: dict[str, list] = {"tree": [], "leaf": [], "delta": [], "ptr": [0], "features": [],
+                            "coeff": []}  # fmt: skip
+    for i, t in enumerate(trees):
+        lin = t.get("linear")
+        if not t["is_linear"] or lin is None:
+            continue
+        for k in range(t["num_leaves"]):
+            f = np.asarray(lin["features"][k], dtype=np.int64)
+            if np.any((f < 0) | (f >= n_features)):
+                raise _bad(f"linear tree {i} uses a feature outside [0, {n_features}).")
+            delta = float(lin["const"][k]) - float(t["leaf_value"][k])
+            if not np.isfinite(delta) or not np.all(np.isfinite(lin["coeff"][k])):
+                raise _bad(f"linear tree {i} has a non-finite linear leaf.")
+            out["tree"].append(i)
+            out["leaf"].append(k)
+            out["delta"].append(delta)
+            out["features"] += f.tolist()
+            out["coeff"] += [float(c) for c in lin["coeff"][k]]
+            out["ptr"].append(len(out["features"]))
+    return out
 
 
 def _postorder(left: np.ndarray, right: np.ndarray) -> list[int]:
@@ -598,11 +656,7 @@ def _build(
     for key, default in (("poisson_max_delta_step", 0.7), ("tweedie_variance_power", 1.5)):
         if objective == key.split("_")[0]:
             obj_params[key] = _pfloat(params, key, default)
-    if any(t["is_linear"] for t in trees) or params.get("linear_tree", "0") not in ("0", ""):
-        raise NotImplementedError(
-            "LightGBM linear trees (linear_tree=True) are not supported: their leaves are "
-            "linear models, which treeinner's kernels cannot evaluate."
-        )
+    linear = _linear_leaves(trees, n_features)
     boosting = params.get("boosting", "gbdt")
     names = header.get("feature_names")
     if isinstance(names, str):
@@ -699,6 +753,11 @@ def _build(
         inexact.append("monotone constraints clamp leaf values")
     if params.get("reg_sqrt", "0") not in ("0", "") or obj_params.get("sqrt"):
         inexact.append("reg_sqrt fits sqrt(label)")
+    if linear is not None:
+        inexact.append(
+            "linear trees (linear_tree=True): predictions add each leaf's linear model, while "
+            "attributions and staged gradients use the leaves' constant values"
+        )
 
     parsed = [_tree_arrays(t, i, n_features) for i, t in enumerate(trees)]
     covers, counts = zip(*(_sums(a) for a in parsed))
@@ -783,6 +842,8 @@ def _build(
         )
         if k in params
     }
+    if linear is not None:
+        kept["linear_leaves"] = linear
     return TreeEnsemble(
         tree_offsets=joined["tree_offsets"],
         left=joined["left"],
