@@ -4,6 +4,7 @@ from .adapters import from_model, load
 from .attribution import Attribution, node_values, predecomp, saabas
 from .ensemble import TreeEnsemble
 from .importance import forest_inner, importance, total_gain, tree_inner
+from .treeshap import tree_shap
 from .unbiased import unbiased_gain
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "saabas",
     "total_gain",
     "tree_inner",
+    "tree_shap",
     "unbiased_gain",
 ]
 __version__ = "0.1.0.dev0"

@@ -1,0 +1,348 @@
+"""Path-dependent TreeSHAP: agreement with XGBoost's pred_contribs, local accuracy, and
+Shapley values computed by brute force from the definition on single trees.
+
+``python3 -m tests.test_treeshap`` prints a timing against XGBoost (not a test)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import treeinner
+from treeinner.ensemble import TreeEnsemble
+from treeinner.treeshap import tree_shap
+
+xgb = pytest.importorskip("xgboost")
+from tests._xgb_cases import make_case  # noqa: E402
+
+
+def _ens(model) -> TreeEnsemble:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return treeinner.from_model(model)
+
+
+def _xgb_contribs(booster, X, categorical=False):
+    """XGBoost's TreeSHAP as (values (n, p[, K]), bias (K,))."""
+    dm = xgb.DMatrix(X, enable_categorical=categorical)
+    ref = booster.predict(dm, pred_contribs=True).astype(np.float64)
+    if ref.ndim == 3:  # (n, K, p + 1)
+        return np.transpose(ref[:, :, :-1], (0, 2, 1)), ref[0, :, -1]
+    return ref[:, :-1], ref[:1, -1]
+
+
+def _assert_close(got, want, rtol=1e-5):
+    """Equal to ``rtol`` relative to the scale of ``want`` (XGBoost works in float32)."""
+    scale = max(1.0, float(np.max(np.abs(want))))
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * scale)
+
+
+def _fit(objective, depth, seed, n_class=1, categorical=False, rounds=6, n=300, p=5):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, p))
+    X[:, 1] = rng.integers(0, 4, size=n)  # ties
+    X[rng.random((n, p)) < 0.15] = np.nan
+    s = np.nan_to_num(X[:, 0]) + 0.5 * np.nan_to_num(X[:, 1]) * np.nan_to_num(X[:, 2])
+    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(p)], index=np.arange(7, 7 + n))
+    if categorical:
+        levels = ["red", "green", "blue", "cyan", "pink", "gold", "teal"]
+        cat = rng.choice(levels, size=n)
+        s = s + np.select([cat == "red", cat == "blue", cat == "gold"], [1.5, -1.0, 0.7], 0.0)
+        cat = pd.Categorical(cat, categories=levels)
+        cat[rng.random(n) < 0.1] = np.nan
+        frame["colour"] = cat
+    if n_class > 1:
+        cuts = np.quantile(s, np.linspace(0, 1, n_class + 1)[1:-1])
+        y = np.digitize(s + 0.5 * rng.normal(size=n), cuts).astype(float)
+    elif objective.startswith("binary"):
+        y = (s + rng.normal(size=n) > 0).astype(float)
+    else:
+        y = 3 * s + rng.normal(size=n)
+    params = {"objective": objective, "max_depth": depth, "eta": 0.3, "seed": seed, "nthread": 1}
+    if n_class > 1:
+        params["num_class"] = n_class
+    if categorical:
+        params.update(tree_method="hist", max_cat_to_onehot=1)
+    booster = xgb.train(params, xgb.DMatrix(frame, y, enable_categorical=categorical), rounds)
+    return booster, frame
+
+
+# ---------------------------------------------------------------------- against XGBoost
+XGB_MODELS = [
+    (obj, depth, cat)
+    for obj in ("reg:squarederror", "binary:logistic", "multi:softprob")
+    for depth in (1, 3, 6, 10)
+    for cat in (False, True)
+]
+
+
+@pytest.mark.parametrize(
+    "objective,depth,categorical",
+    XGB_MODELS,
+    ids=[f"{o}-d{d}-cat{int(c)}" for o, d, c in XGB_MODELS],
+)
+def test_matches_xgboost_pred_contribs(objective, depth, categorical):
+    n_class = 3 if objective.startswith("multi") else 1
+    booster, X = _fit(objective, depth, seed=depth + 10 * categorical, n_class=n_class,
+                      categorical=categorical)  # fmt: skip
+    got = tree_shap(booster, X)
+    want, want_bias = _xgb_contribs(booster, X, categorical)
+    assert got.values.shape == want.shape
+    _assert_close(got.values, want)
+    _assert_close(got.bias, want_bias)
+    assert got.feature_names == tuple(X.columns)
+    assert got.index.equals(X.index)
+
+
+@pytest.mark.parametrize("seed", range(28))
+def test_matches_xgboost_random_cases(seed):
+    """The shared random XGBoost cases: every objective, dart, parallel trees, categoricals."""
+    case = make_case(seed)
+    got = tree_shap(case.booster, case.frame)
+    want, want_bias = _xgb_contribs(case.booster, case.frame, categorical=True)
+    assert got.values.shape == want.shape
+    _assert_close(got.values, want)
+    _assert_close(got.bias, want_bias)
+
+
+def test_tree_range_matches_xgboost_model_slice():
+    booster, X = _fit("multi:softprob", 4, seed=3, n_class=3, rounds=8)
+    got = tree_shap(booster, X, trees=(2, 5))  # boosting rounds 2, 3, 4
+    want, want_bias = _xgb_contribs(booster[2:5], X)
+    _assert_close(got.values, want)
+    _assert_close(got.bias, want_bias)
+
+
+# ---------------------------------------------------------------------- local accuracy
+@pytest.mark.parametrize(
+    "objective,n_class,categorical",
+    [("reg:squarederror", 1, False), ("binary:logistic", 1, True), ("multi:softprob", 3, True)],
+)
+def test_local_accuracy(objective, n_class, categorical):
+    booster, X = _fit(objective, 7, seed=5, n_class=n_class, categorical=categorical, rounds=20)
+    a = tree_shap(booster, X)
+    margin = _ens(booster).predict_margin(X)
+    _assert_close(a.values.sum(axis=1) + a.bias, margin, rtol=1e-6)
+
+
+def test_numpy_input_and_float32_rows():
+    booster, X = _fit("reg:squarederror", 5, seed=2)
+    a = tree_shap(booster, X)
+    b = tree_shap(booster, X.to_numpy())
+    c = tree_shap(booster, X.to_numpy(np.float32))
+    np.testing.assert_array_equal(a.values, b.values)
+    np.testing.assert_array_equal(a.values, c.values)  # the rows are float32 already
+    assert b.index is None
+
+
+# ---------------------------------------------------------------------- brute force
+def _single_tree(nodes, p, base=0.0, offsets=None) -> TreeEnsemble:
+    """Trees from ``(feature, threshold, left, right, value, cover, default_left)`` rows
+    (global child indices, -1 at leaves); one tree rooted at node 0 unless ``offsets``."""
+    n = len(nodes)
+    f, thr, lf, rt, val, cov, dl = (np.array(c) for c in zip(*nodes, strict=True))
+    offsets = np.array([0, n] if offsets is None else offsets)
+    m = offsets.shape[0] - 1
+    return TreeEnsemble(
+        tree_offsets=offsets,
+        left=lf,
+        right=rt,
+        feature=f,
+        threshold=thr,
+        split_type=np.zeros(n),
+        default_left=dl,
+        missing_type=np.zeros(n),
+        value=val,
+        cover=cov,
+        count=np.full(n, np.nan),
+        gain=np.zeros(n),
+        leaf_id=np.arange(n),
+        cat_offsets=np.zeros(n + 1),
+        cat_words=np.zeros(0),
+        tree_group=np.zeros(m),
+        tree_iteration=np.arange(m),
+        learning_rate=np.full(m, 0.3),
+        tree_weight=np.ones(m),
+        base_margin=[base],
+        feature_names=tuple(f"f{j}" for j in range(p)),
+        named=False,
+        float32_sum=False,
+    )
+
+
+def _random_tree(rng, p, depth):
+    """A random tree of at most ``depth`` levels over ``p`` features (features repeat on
+    paths), with arbitrary covers: some zero, not always the sum of the children's."""
+    nodes = []
+
+    def grow(d):
+        i = len(nodes)
+        nodes.append(None)
+        cover = float(rng.choice([0.0, rng.uniform(0.1, 5.0), rng.uniform(0.1, 5.0)]))
+        if d == depth or (d > 0 and rng.random() < 0.25):
+            nodes[i] = (-1, np.nan, -1, -1, float(rng.normal()), cover, 1)
+            return i
+        feat = int(rng.integers(0, p))
+        thr = float(np.float32(rng.normal() * 0.8))
+        a = grow(d + 1)
+        b = grow(d + 1)
+        nodes[i] = (feat, thr, a, b, 0.0, cover, int(rng.integers(0, 2)))
+        return i
+
+    grow(0)
+    return nodes
+
+
+def _goes_left(ens, n, x):
+    """XGBoost's rule, written out: NaN takes the default; else left iff float32(x) < thr."""
+    v = x[ens.feature[n]]
+    if np.isnan(v):
+        return bool(ens.default_left[n])
+    return bool(np.float32(v) < np.float32(ens.threshold[n]))
+
+
+def _value(ens, n, x, S):
+    """Expected output below node ``n`` with the features in ``S`` fixed at ``x`` and all
+    other splits averaged over their children by cover."""
+    if ens.left[n] < 0:
+        return ens.value[n]
+    a, b = ens.left[n], ens.right[n]
+    if ens.feature[n] in S:
+        return _value(ens, a if _goes_left(ens, n, x) else b, x, S)
+    c = ens.cover[n]
+    wa, wb = (ens.cover[a] / c, ens.cover[b] / c) if c > 0 else (0.5, 0.5)
+    return wa * _value(ens, a, x, S) + wb * _value(ens, b, x, S)
+
+
+def _brute_shapley(ens, x):
+    p = ens.n_features
+    phi = np.zeros(p)
+    for i in range(p):
+        others = [j for j in range(p) if j != i]
+        for size in range(p):
+            w = math.factorial(size) * math.factorial(p - size - 1) / math.factorial(p)
+            for S in itertools.combinations(others, size):
+                S = set(S)
+                phi[i] += w * (_value(ens, 0, x, S | {i}) - _value(ens, 0, x, S))
+    return phi, _value(ens, 0, x, set())
+
+
+def _rows(rng, n, p):
+    X = rng.normal(size=(n, p)) * 0.8
+    X[rng.random((n, p)) < 0.15] = np.nan
+    return X
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_brute_force_hand_built_trees(seed):
+    rng = np.random.default_rng(seed)
+    p = int(rng.integers(2, 6))
+    ens = _single_tree(_random_tree(rng, p, depth=int(rng.integers(1, 5))), p, base=0.1)
+    X = _rows(rng, 6, p)
+    a = tree_shap(ens, X)
+    for r in range(X.shape[0]):
+        phi, expected = _brute_shapley(ens, X[r])
+        np.testing.assert_allclose(a.values[r], phi, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(a.bias, [0.1 + expected], rtol=1e-12)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4])
+def test_brute_force_one_tree_xgboost(depth):
+    booster, X = _fit("binary:logistic", depth, seed=20 + depth, rounds=1, p=4)
+    ens = _ens(booster)
+    assert ens.n_trees == 1
+    a = tree_shap(booster, X.iloc[:8])
+    for r in range(8):
+        phi, expected = _brute_shapley(ens, X.to_numpy()[r])
+        np.testing.assert_allclose(a.values[r], phi, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(a.bias, ens.base_margin + expected, rtol=1e-12)
+
+
+def test_brute_force_repeated_feature_chain():
+    """A path that splits on the same feature three times, with a zero-cover leaf."""
+    nodes = [
+        (0, 0.0, 1, 2, 0.0, 10.0, 1),
+        (1, 0.5, 3, 4, 0.0, 6.0, 0),
+        (-1, np.nan, -1, -1, 2.0, 4.0, 1),
+        (0, -1.0, 5, 6, 0.0, 4.0, 1),
+        (-1, np.nan, -1, -1, -1.0, 2.0, 1),
+        (0, -2.0, 7, 8, 0.0, 1.0, 0),
+        (-1, np.nan, -1, -1, 0.5, 3.0, 1),
+        (-1, np.nan, -1, -1, 4.0, 0.0, 1),
+        (-1, np.nan, -1, -1, -3.0, 1.0, 1),
+    ]
+    ens = _single_tree(nodes, 3)
+    X = np.array([[-3.0, 0.0, 1.0], [-1.5, 1.0, 0.0], [0.7, 0.0, 0.0], [np.nan, np.nan, 2.0]])
+    a = tree_shap(ens, X)
+    for r in range(X.shape[0]):
+        phi, expected = _brute_shapley(ens, X[r])
+        np.testing.assert_allclose(a.values[r], phi, rtol=1e-10, atol=1e-12)
+    assert np.all(a.values[:, 2] == 0.0)  # feature 2 is never split on
+
+
+def test_additivity_random_multi_tree_ensemble():
+    rng = np.random.default_rng(1)
+    p, trees = 4, [_random_tree(rng, 4, 4) for _ in range(5)]
+    offs = np.cumsum([0] + [len(t) for t in trees])
+    rows = []
+    for t, o in zip(trees, offs, strict=False):
+        rows += [(f, h, a + o if a >= 0 else -1, b + o if b >= 0 else -1, v, c, d)
+                 for f, h, a, b, v, c, d in t]  # fmt: skip
+    ens = _single_tree(rows, p, base=-0.2, offsets=offs)
+    X = _rows(rng, 50, p)
+    a = tree_shap(ens, X)
+    np.testing.assert_allclose(a.values.sum(axis=1) + a.bias, ens.predict_margin(X), atol=1e-12)
+
+
+# ---------------------------------------------------------------------- errors
+def test_no_covers_raises():
+    booster, X = _fit("reg:squarederror", 3, seed=0)
+    ens = _ens(booster)
+    bad = ens.replace(cover=np.where(ens.left >= 0, np.nan, ens.cover))
+    with pytest.raises(ValueError, match="stores no covers"):
+        tree_shap(bad, X)
+
+
+# ---------------------------------------------------------------------- timing (not a test)
+def _benchmark(n=10_000, p=50, rounds=200, depth=6, threads=2):
+    import os
+    import time
+
+    import numba
+
+    numba.set_num_threads(min(threads, os.cpu_count() or 1))
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, p))
+    y = X[:, :5].sum(axis=1) + np.sin(3 * X[:, 5]) + rng.normal(size=n)
+    params = {"max_depth": depth, "eta": 0.1, "nthread": threads, "seed": 0}
+    booster = xgb.train(params, xgb.DMatrix(X, y), rounds)
+    tree_shap(booster, X[:100])  # compile / load the cache
+    ens = _ens(booster)
+    dm = xgb.DMatrix(X)
+    booster.predict(dm, pred_contribs=True)
+    best = {}
+    for name, fn in [
+        ("treeinner.tree_shap", lambda: tree_shap(ens, X)),
+        ("xgboost pred_contribs", lambda: booster.predict(dm, pred_contribs=True)),
+    ]:
+        ts = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        best[name] = min(ts)
+        print(f"{name:24s} best of 3: {best[name]:.3f} s")
+    got = tree_shap(ens, X).values
+    want = booster.predict(dm, pred_contribs=True)[:, :-1]
+    print(
+        "max |diff|:", float(np.abs(got - want).max()), " max |value|:", float(np.abs(want).max())
+    )
+
+
+if __name__ == "__main__":
+    _benchmark()
