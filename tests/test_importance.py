@@ -367,6 +367,11 @@ def test_importance_default_methods(frame_models):
     np.testing.assert_allclose(df["total_gain"], treeinner.total_gain(binary))
     abs_pd = np.abs(treeinner.predecomp(binary, X).values).mean(axis=0)
     np.testing.assert_allclose(df["abs_predecomp"], abs_pd)
+    abs_shap = np.abs(treeinner.tree_shap(binary, X).values).mean(axis=0)
+    np.testing.assert_allclose(df["abs_shap"], abs_shap)
+    # the SHAP bar plot's numbers: XGBoost's own contributions agree
+    contribs = binary.predict(xgb.DMatrix(X), pred_contribs=True)[:, :-1]
+    np.testing.assert_allclose(df["abs_shap"], np.abs(contribs).mean(axis=0), rtol=1e-4)
     # multiclass columns hold totals over classes
     dm = treeinner.importance(multi, X, y_mc, methods=["tree_inner", "tree_inner_saabas"])
     np.testing.assert_allclose(dm["tree_inner"], treeinner.tree_inner(multi, X, y_mc)["total"])

@@ -25,6 +25,7 @@ METHODS = (
     "total_gain",
     "permutation",
     "unbiased_gain",
+    "abs_shap",
 )
 
 
@@ -207,7 +208,8 @@ def importance(
     y : array-like of shape (n_samples,)
     methods : sequence of str
         Any of ``tree_inner`` (PreDecomp), ``tree_inner_saabas``, ``forest_inner``,
-        ``forest_inner_saabas``, ``abs_predecomp``, ``abs_saabas`` (mean |attribution|),
+        ``forest_inner_saabas``, ``abs_predecomp``, ``abs_saabas``, ``abs_shap`` (mean
+        |attribution|; ``abs_shap`` is mean |TreeSHAP|, the usual SHAP bar plot),
         ``total_gain`` and ``permutation`` (mean loss increase when the column is permuted,
         over ``n_repeats`` permutations) and ``unbiased_gain`` (:func:`unbiased_gain` with one
         draw). For multi-output models the columns hold the totals over classes.
@@ -230,8 +232,13 @@ def importance(
         elif m in ("forest_inner", "forest_inner_saabas"):
             a = "saabas" if m.endswith("saabas") else "predecomp"
             cols[m] = _total(forest_inner(ens, X, y, a, sample_weight)).to_numpy()
-        elif m in ("abs_predecomp", "abs_saabas"):
-            attr = (predecomp if m == "abs_predecomp" else saabas)(ens, X)
+        elif m in ("abs_predecomp", "abs_saabas", "abs_shap"):
+            if m == "abs_shap":
+                from .treeshap import tree_shap
+
+                attr = tree_shap(ens, X)
+            else:
+                attr = (predecomp if m == "abs_predecomp" else saabas)(ens, X)
             v = np.abs(attr.values)
             v = v.sum(axis=2) if v.ndim == 3 else v
             cols[m] = v.mean(axis=0) if v.shape[0] else np.zeros(len(ens.output_names))
