@@ -102,6 +102,7 @@ def _catboost(args: argparse.Namespace, X: np.ndarray, y: np.ndarray):
         thread_count=args.threads,
         random_seed=args.seed,
         verbose=False,
+        allow_writing_files=False,
     )
     model.fit(X, y)
     path.parent.mkdir(parents=True, exist_ok=True)

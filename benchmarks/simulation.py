@@ -193,6 +193,7 @@ CB_PARAMS = {
     # is 10, which refines leaves beyond -lr G / (H + lambda))
     "leaf_estimation_iterations": 1,
     "verbose": False,
+    "allow_writing_files": False,
 }
 
 

@@ -524,7 +524,8 @@ def test_catboost_needs_training_data_for_logloss():
     cb = pytest.importorskip("catboost")
     Xt, Xv, ybt, ybv, yrt, yrv = _other_booster_data(32)
     common = {"iterations": 8, "depth": 3, "learning_rate": 0.3, "verbose": False,
-              "random_seed": 0, "leaf_estimation_iterations": 1}  # fmt: skip
+              "random_seed": 0, "leaf_estimation_iterations": 1,
+              "allow_writing_files": False}  # fmt: skip
     clf = cb.CatBoostClassifier(loss_function="Logloss", **common).fit(Xt, ybt)
     with pytest.raises(ValueError, match="train="):
         treeinner.unbiased_gain(clf, Xv, ybv, random_state=0)
