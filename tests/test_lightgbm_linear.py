@@ -118,3 +118,13 @@ def test_corrupt_linear_fields(tmp_path):
             break
     with pytest.raises(ValueError, match="feature"):
         treeinner.adapters.lightgbm.from_string("\n".join(lines) + "\n")
+
+
+def test_linear_leaves_validated_when_built():
+    booster, X, y, Xt = _model(103, "regression")
+    ens = _convert(booster)
+    lin = dict(ens.params["linear_leaves"])
+    lin["leaf"] = list(lin["leaf"])
+    lin["leaf"][0] = 10_000  # no such leaf in its tree
+    with pytest.raises(ValueError, match="linear_leaves"):
+        ens.replace(params={**ens.params, "linear_leaves": lin})

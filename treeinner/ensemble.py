@@ -198,6 +198,12 @@ class TreeEnsemble:
         set_(self, "_bound", self._make_bound())
         self._bound.setflags(write=False)
 
+    def _max_leaf_id(self) -> np.ndarray:
+        """The largest leaf number of every tree."""
+        out = np.full(self.n_trees, -1, dtype=np.int64)
+        np.maximum.at(out, self._node_tree, self.leaf_id)
+        return out
+
     def _make_linear(self) -> tuple | None:
         """``params["linear_leaves"]`` (LightGBM linear trees) as validated arrays: per entry
         its tree, leaf number and delta, and features/coefficients padded to one width."""
@@ -223,6 +229,7 @@ class TreeEnsemble:
             or flat_c.shape != flat_f.shape
             or np.any((tree < 0) | (tree >= self.n_trees))
             or np.any(leaf < 0)
+            or np.any(leaf > self._max_leaf_id()[np.clip(tree, 0, self.n_trees - 1)])
             or np.any((flat_f < 0) | (flat_f >= len(self.feature_names)))
             or not np.all(np.isfinite(delta))
             or not np.all(np.isfinite(flat_c))
@@ -512,23 +519,26 @@ class TreeEnsemble:
         per row, the reached leaf's const - value plus its coefficients times the features,
         or nothing if one of those features is NaN (the leaf value stands, as in LightGBM)."""
         tree, leaf, delta, feats, coefs = self._linear
-        trees = np.unique(tree[(tree >= lo) & (tree < hi)])
-        if trees.size == 0:
+        tables = {}  # per linear tree in range: leaf number -> entry (-1: a constant leaf)
+        max_leaf = self._max_leaf_id()
+        for t in np.unique(tree[(tree >= lo) & (tree < hi)]):
+            mine = np.flatnonzero(tree == t)
+            table = np.full(int(max_leaf[t]) + 1, -1, dtype=np.int64)
+            table[leaf[mine]] = mine
+            tables[int(t)] = table
+        if not tables:
             return
+        nodes = self._nodes()
         for c0 in range(0, block.shape[0], 4096):
-            X = np.asarray(block[c0 : c0 + 4096], dtype=np.float64)
-            leaves = np.empty((X.shape[0], hi - lo), dtype=np.int32)
+            part = block[c0 : c0 + 4096]
+            leaves = np.empty((part.shape[0], hi - lo), dtype=np.int32)
             routing.leaf_index_serial(
-                np.ascontiguousarray(block[c0 : c0 + 4096]), self._nodes(), self._layout,
-                lo, hi, self._float32_input, leaves,
-            )  # fmt: skip
+                part, nodes, self._layout, lo, hi, self._float32_input, leaves
+            )
+            X = part.astype(np.float64, copy=False)
             rows = np.arange(X.shape[0])
-            for t in trees:
-                mine = np.flatnonzero(tree == t)
-                table = np.full(int(leaf[mine].max()) + 1, -1, dtype=np.int64)
-                table[leaf[mine]] = mine
-                lid = leaves[:, t - lo]
-                e = np.where(lid < table.shape[0], table[np.minimum(lid, table.shape[0] - 1)], -1)
+            for t, table in tables.items():
+                e = table[leaves[:, t - lo]]
                 ok = e >= 0
                 f, c = feats[e[ok]], coefs[e[ok]]
                 x = X[rows[ok, None], np.maximum(f, 0)]

@@ -14,6 +14,7 @@ from .attribution import _kind, node_values, predecomp, saabas
 from .ensemble import TreeEnsemble
 from .kernels import attribution as K
 from .objectives import get_objective
+from .treeshap import tree_shap
 
 __all__ = ["forest_inner", "importance", "total_gain", "tree_inner"]
 
@@ -234,8 +235,6 @@ def importance(
             cols[m] = _total(forest_inner(ens, X, y, a, sample_weight)).to_numpy()
         elif m in ("abs_predecomp", "abs_saabas", "abs_shap"):
             if m == "abs_shap":
-                from .treeshap import tree_shap
-
                 attr = tree_shap(ens, X)
             else:
                 attr = (predecomp if m == "abs_predecomp" else saabas)(ens, X)

@@ -215,9 +215,8 @@ def unbiased_gain(
         wv = np.asarray(sample_weight, dtype=np.float64)
         uniform = wv.ndim == 1 and wv.size > 0 and np.all(wv == wv[0]) and wv[0] > 0
     if obj.constant_hessian and uniform:
-        n, _ = ens._blocks(X)
-        if sample_weight is not None:
-            _weights(sample_weight, n)
+        if sample_weight is not None:  # uniform weights cancel; still check their count
+            _weights(sample_weight, np.shape(y)[0])
         r, count = _exact_ratios(ens, X, y, inner)
         k = np.minimum(count[L], count[R])
     else:

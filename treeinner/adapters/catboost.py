@@ -788,19 +788,14 @@ class _CategoricalRouting:
         for t in self.trees:
             table = self.leaf_node[t]
             node = table[leaves[:, t]]
-            while True:
-                p = self.parent[node]
-                on = p >= 0
-                if not on.any():
-                    break
+            p = self.parent[node]
+            while (on := p >= 0).any():  # up the path, one level per pass
                 pr, nr, rr = p[on], node[on], rows[on]
                 col = self.feature[pr]
                 syn = col >= self.n_raw
                 out[rr[syn], col[syn]] = (self.right[pr[syn]] == nr[syn]).astype(np.float64)
                 node = np.where(on, p, node)
-                rows_done = ~on
-                if rows_done.all():
-                    break
+                p = self.parent[node]
         return out
 
 

@@ -121,32 +121,24 @@ def _bad(msg: str) -> _Corrupt:
 
 
 # ---------------------------------------------------------------------- text parsing
-def _floats(s: str, key: str, n: int | None) -> np.ndarray:
+def _numbers(s: str, key: str, n: int | None, kind: type, what: str) -> np.ndarray:
+    """The space-separated values of a model-text field, checked for type and count."""
     s = s.strip()
-    if not s:
-        out = np.zeros(0, dtype=np.float64)
-    else:
-        try:
-            out = np.array([float(v) for v in s.split(" ")], dtype=np.float64)
-        except ValueError as e:
-            raise _bad(f"field {key!r} holds a value that is not a number ({e}).") from None
+    try:
+        out = np.array([kind(v) for v in s.split(" ")] if s else [], dtype=kind)
+    except ValueError as e:
+        raise _bad(f"field {key!r} holds a value that is not {what} ({e}).") from None
     if n is not None and out.shape[0] != n:
         raise _bad(f"field {key!r} has {out.shape[0]} values, expected {n}.")
     return out
+
+
+def _floats(s: str, key: str, n: int | None) -> np.ndarray:
+    return _numbers(s, key, n, float, "a number").astype(np.float64)
 
 
 def _ints(s: str, key: str, n: int | None) -> np.ndarray:
-    s = s.strip()
-    if not s:
-        out = np.zeros(0, dtype=np.int64)
-    else:
-        try:
-            out = np.array([int(v) for v in s.split(" ")], dtype=np.int64)
-        except ValueError as e:
-            raise _bad(f"field {key!r} holds a value that is not an integer ({e}).") from None
-    if n is not None and out.shape[0] != n:
-        raise _bad(f"field {key!r} has {out.shape[0]} values, expected {n}.")
-    return out
+    return _numbers(s, key, n, int, "an integer").astype(np.int64)
 
 
 def _key_values(lines: list[str]) -> dict[str, str]:
