@@ -299,6 +299,164 @@ def test_additivity_random_multi_tree_ensemble():
     np.testing.assert_allclose(a.values.sum(axis=1) + a.bias, ens.predict_margin(X), atol=1e-12)
 
 
+# ---------------------------------------------------------------------- linear vs classic
+def _random_ensemble(rng, p, depth, n_trees, base=0.0):
+    trees = [_random_tree(rng, p, depth) for _ in range(n_trees)]
+    offs = np.cumsum([0] + [len(t) for t in trees])
+    rows = []
+    for t, o in zip(trees, offs, strict=False):
+        rows += [(f, h, a + o if a >= 0 else -1, b + o if b >= 0 else -1, v, c, d)
+                 for f, h, a, b, v, c, d in t]  # fmt: skip
+    return _single_tree(rows, p, base=base, offsets=offs)
+
+
+def _classic(ens, X):
+    """Algorithm 2 of Lundberg et al. (the reference kernel) on every tree."""
+    from treeinner.kernels import treeshap as K
+
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    out = np.zeros((X.shape[0], ens.n_features, ens.n_outputs))
+    player = np.arange(ens.n_features, dtype=np.int64)
+    depth = int(ens._tree_depth.max())
+    K.tree_shap_classic(X, ens._nodes(), ens.cover, player, depth, False, out)
+    return out[:, :, 0]
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 5, 8, 10, 12])
+def test_linear_algorithm_equals_classic(depth):
+    """Random trees up to depth 12 over few features (so features repeat on paths), zero
+    covers and covers that are not the children's sums: the quadrature form equals
+    Algorithm 2."""
+    rng = np.random.default_rng(100 + depth)
+    p = int(rng.integers(2, 7))
+    ens = _random_ensemble(rng, p, depth, n_trees=4, base=0.3)
+    X = _rows(rng, 40, p)
+    a = tree_shap(ens, X)
+    want = _classic(ens, X)
+    np.testing.assert_allclose(a.values, want, rtol=1e-9, atol=1e-11 * np.abs(want).max())
+    np.testing.assert_allclose(a.values.sum(axis=1) + a.bias, ens.predict_margin(X), atol=1e-10)
+
+
+def test_quadrature_needs_its_points():
+    """With one quadrature point fewer than ceil(depth / 2) the values are wrong: the number
+    of points is a requirement, not a tuning knob."""
+    from treeinner.kernels import treeshap as K
+    from treeinner.treeshap import _setup
+
+    rng = np.random.default_rng(5)
+    depth = 10  # a complete tree splitting on feature j at level j: 10 features on every path
+    nodes = []
+    for i in range(2 ** (depth + 1) - 1):
+        level = int(np.log2(i + 1))
+        cover = float(rng.uniform(0.5, 3.0))
+        if level == depth:
+            nodes.append((-1, np.nan, -1, -1, float(rng.normal()), cover, 1))
+        else:
+            thr = float(np.float32(rng.normal() * 0.5))
+            nodes.append((level, thr, 2 * i + 1, 2 * i + 2, 0.0, cover, int(i % 2)))
+    ens = _single_tree(nodes, depth)
+    X = _rows(rng, 30, depth)
+    su = _setup(ens, "cover", 0, 1)
+    assert su.tree_nq[0] == 5
+    out = np.zeros((30, depth, 1))
+    K.tree_shap_serial(X, ens._nodes(), su.lay, su.simple, su.tree_nq - 1, su.tq, su.wq,
+                       0, 1, su.max_nodes, False, out)  # fmt: skip
+    want = _classic(ens, X)
+    assert np.abs(out[:, :, 0] - want).max() > 1e-6 * np.abs(want).max()
+    np.testing.assert_allclose(tree_shap(ens, X).values, want, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("depth", [10, 12])
+def test_deep_xgboost_models(depth):
+    booster, X = _fit("reg:squarederror", depth, seed=depth, rounds=4, n=2000, p=6)
+    ens = _ens(booster)
+    assert ens._tree_depth.max() >= depth - 1
+    got = tree_shap(booster, X)
+    want, bias = _xgb_contribs(booster, X)
+    _assert_close(got.values, want)
+    np.testing.assert_allclose(got.bias, bias, rtol=1e-6)
+    margin = ens.predict_margin(X)  # float32 sums, like XGBoost's
+    scale = np.abs(margin).max()
+    np.testing.assert_allclose(got.values.sum(axis=1) + got.bias, margin, atol=1e-6 * scale)
+
+
+# ---------------------------------------------------------------------- TreeInner with SHAP
+def _staged_reference(booster, ens, X, y, w, link):
+    """Per-tree TreeSHAP values and negative gradients from XGBoost's own staged margins."""
+    rounds = ens.n_trees // ens.n_outputs
+    per_tree = []
+    gsum = np.zeros((len(X), ens.n_outputs))
+    for m in range(rounds):
+        if m == 0:
+            F = np.tile(ens.base_margin, (len(X), 1))
+        else:
+            F = booster.inplace_predict(X, iteration_range=(0, m), predict_type="margin")
+            F = np.asarray(F, dtype=np.float64).reshape(len(X), -1)
+        neg_g = -w[:, None] * link(F, y)
+        gsum += neg_g
+        for t in range(m * ens.n_outputs, (m + 1) * ens.n_outputs):
+            phi = tree_shap(ens, X, trees=slice(t, t + 1)).values
+            phi = phi if phi.ndim == 3 else phi[:, :, None]
+            c = int(ens.tree_group[t])
+            per_tree.append((phi[:, :, c] * neg_g[:, [c]]).sum(axis=0) / ens.learning_rate[t])
+    return np.array(per_tree), gsum
+
+
+def _logistic_grad(F, y):
+    return 1.0 / (1.0 + np.exp(-F)) - y[:, None]
+
+
+def _softmax_grad(F, y):
+    P = np.exp(F - F.max(axis=1, keepdims=True))
+    P /= P.sum(axis=1, keepdims=True)
+    return P - (y[:, None] == np.arange(F.shape[1]))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_tree_inner_and_forest_inner_shap_binary(weighted):
+    booster, X = _fit("binary:logistic", 4, seed=3, rounds=8, n=400)
+    ens = _ens(booster)
+    Xn = X.to_numpy()
+    y = (np.nan_to_num(Xn[:, 0]) + np.random.default_rng(0).normal(size=400) > 0).astype(float)
+    w = np.random.default_rng(1).uniform(0.2, 3.0, 400) if weighted else np.ones(400)
+    per_tree, gsum = _staged_reference(booster, ens, X, y, w, _logistic_grad)
+    sw = w if weighted else None
+    got = treeinner.tree_inner(booster, X, y, attribution="shap", sample_weight=sw)
+    assert list(got.index) == list(X.columns)
+    np.testing.assert_allclose(got.to_numpy(), per_tree.sum(axis=0), rtol=1e-9, atol=1e-12)
+    fi = treeinner.forest_inner(booster, X, y, attribution="shap", sample_weight=sw)
+    phi = tree_shap(ens, X).values
+    want = (phi * gsum).sum(axis=0) / ens.learning_rate.mean()
+    np.testing.assert_allclose(fi.to_numpy(), want, rtol=1e-9, atol=1e-12)
+
+
+def test_tree_inner_shap_multiclass_and_importance():
+    booster, X = _fit("multi:softmax", 3, seed=4, n_class=3, rounds=5, n=400)
+    ens = _ens(booster)
+    Xn = X.to_numpy()
+    y = np.random.default_rng(2).integers(0, 3, size=400).astype(np.float64)
+    per_tree, gsum = _staged_reference(booster, ens, X, y, np.ones(400), _softmax_grad)
+    got = treeinner.tree_inner(booster, Xn, y, attribution="shap")
+    for c in range(3):
+        want = per_tree[ens.tree_group == c].sum(axis=0)
+        np.testing.assert_allclose(got[f"class_{c}"], want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got["total"], per_tree.sum(axis=0), rtol=1e-9, atol=1e-12)
+    fi = treeinner.forest_inner(booster, Xn, y, attribution="shap")
+    phi = tree_shap(ens, Xn).values
+    want = np.einsum("npk,nk->pk", phi, gsum) / ens.learning_rate.mean()
+    np.testing.assert_allclose(fi.iloc[:, :3].to_numpy(), want, rtol=1e-9, atol=1e-12)
+    imp = treeinner.importance(booster, Xn, y, methods=["tree_inner_shap", "forest_inner_shap"])
+    np.testing.assert_allclose(imp["tree_inner_shap"], got["total"])
+    np.testing.assert_allclose(imp["forest_inner_shap"], fi["total"])
+
+
+def test_tree_inner_shap_refuses_reference():
+    booster, X = _fit("binary:logistic", 2, seed=6, rounds=2)
+    y = np.zeros(len(X))
+    with pytest.raises(ValueError, match="reference"):
+        treeinner.tree_inner(booster, X, y, attribution="shap", reference=(X, y))
+
+
 # ---------------------------------------------------------------------- errors
 def test_no_covers_raises():
     booster, X = _fit("reg:squarederror", 3, seed=0)

@@ -29,11 +29,9 @@ def _iter_ptr(ens: TreeEnsemble) -> np.ndarray:
     return np.concatenate([[0], starts, [ens.n_trees]]).astype(np.int64)
 
 
-def _staged(
-    ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest_p=None, need_hc: bool = True
-):
-    """Run the staged pass: per-leaf sums of w g (and, with ``need_hc``, of w h and w), and
-    the ForestInner sums when ``forest_p`` (node values) is given."""
+def _inputs(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any):
+    """Objective, row count, row blocks, checked labels and weights, and the number of row
+    chunks (one per thread) of a staged pass."""
     obj = get_objective(ens)
     n, blocks = ens._blocks(X)
     yv = obj.check_labels(y)
@@ -41,6 +39,15 @@ def _staged(
         raise ValueError(f"X has {n} rows but y has {yv.shape[0]}.")
     w = _weights(sample_weight, n)
     n_chunks = max(1, min(numba.get_num_threads(), (n + 255) // 256))
+    return obj, n, blocks, yv, w, n_chunks
+
+
+def _staged(
+    ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest_p=None, need_hc: bool = True
+):
+    """Run the staged pass: per-leaf sums of w g (and, with ``need_hc``, of w h and w), and
+    the ForestInner sums when ``forest_p`` (node values) is given."""
+    obj, n, blocks, yv, w, n_chunks = _inputs(ens, X, y, sample_weight)
     G = np.zeros((n_chunks, ens.n_nodes))
     H = np.zeros_like(G)
     C = np.zeros_like(G)

@@ -87,7 +87,8 @@ class TreeEnsemble:
     cover : ndarray of float64
         Training hessian sum of each node (NaN where the booster does not store it).
     count : ndarray of float64
-        Training row count of each node (NaN where unknown).
+        Training row count of each node (NaN where unknown). CatBoost stores sample-weight
+        sums, which are the counts when training had no sample weights.
     gain : ndarray of float64
         Split gain as stored by the booster, 0 at leaves.
     leaf_id : ndarray of int32

@@ -14,12 +14,13 @@ from .attribution import _kind, node_values, predecomp, saabas
 from .ensemble import TreeEnsemble
 from .kernels import attribution as K
 from .objectives import get_objective
-from .treeshap import tree_shap
+from .treeshap import _shap_inner, tree_shap
 
 __all__ = ["forest_inner", "importance", "total_gain", "tree_inner"]
 
 METHODS = (
     "tree_inner",
+    "tree_inner_shap",
     "forest_inner",
     "abs_predecomp",
     "abs_saabas",
@@ -30,10 +31,15 @@ METHODS = (
 )
 
 
-def _per_output(ens: TreeEnsemble, per_feature: np.ndarray, name: str) -> pd.Series | pd.DataFrame:
-    """(n_features, n_outputs) -> Series, or DataFrame with a column per class and 'total'."""
+def _per_output(
+    ens: TreeEnsemble, per_feature: np.ndarray, name: str, credited: bool = False
+) -> pd.Series | pd.DataFrame:
+    """(n_features, n_outputs) -> Series, or DataFrame with a column per class and 'total'.
+    Values over the kernels' columns are credited to the output features unless
+    ``credited``."""
     names = list(ens.output_names)
-    per_feature = ens._to_output(per_feature)
+    if not credited:
+        per_feature = ens._to_output(per_feature)
     if ens.n_outputs == 1:
         return pd.Series(per_feature[:, 0], index=names, name=name)
     df = pd.DataFrame(
@@ -57,7 +63,12 @@ def _tree_inner_from_sums(ens: TreeEnsemble, p: np.ndarray, leaf_neg_g: np.ndarr
     return out
 
 
-def _values(ens: TreeEnsemble, attribution: str, reference: Any) -> np.ndarray:
+def _values(ens: TreeEnsemble, attribution: str, reference: Any) -> np.ndarray | None:
+    """Node values of a path attribution; None for TreeSHAP."""
+    if attribution == "shap":
+        if reference is not None:
+            raise ValueError("reference= recomputes PreDecomp node values; use 'predecomp'.")
+        return None
     kind = _kind(attribution)
     if reference is not None:
         if kind != "regularized":
@@ -88,8 +99,10 @@ def tree_inner(
         Evaluation rows (normally held-out data).
     y : array-like of shape (n_samples,)
         Labels, valid for the model's objective.
-    attribution : {"predecomp", "saabas"}
-        The per-tree attribution r.
+    attribution : {"predecomp", "saabas", "shap"}
+        The per-tree attribution r. ``"shap"`` is path-dependent TreeSHAP (as
+        :func:`tree_shap`), computed tree by tree and weighted on the fly: no SHAP value is
+        stored.
     sample_weight : array-like of shape (n_samples,), optional
     reference : tuple, optional
         ``(X_train, y_train[, sample_weight])``: PreDecomp node values recomputed from this data
@@ -102,6 +115,8 @@ def tree_inner(
     """
     ens = from_model(model)
     p = _values(ens, attribution, reference)
+    if p is None:
+        return _per_output(ens, _shap_inner(ens, X, y, sample_weight, False), "tree_inner", True)
     G, _, _, _, _ = _staged(ens, X, y, sample_weight, need_hc=False)
     return _per_output(ens, _tree_inner_from_sums(ens, p, -G), "tree_inner")
 
@@ -125,7 +140,8 @@ def forest_inner(
     model : TreeEnsemble or a supported booster
     X : array-like, DataFrame or scipy sparse matrix
     y : array-like of shape (n_samples,)
-    attribution : {"predecomp", "saabas"}
+    attribution : {"predecomp", "saabas", "shap"}
+        As for :func:`tree_inner`.
     sample_weight : array-like of shape (n_samples,), optional
     reference : tuple, optional
         As for :func:`tree_inner`.
@@ -136,8 +152,12 @@ def forest_inner(
     """
     ens = from_model(model)
     p = _values(ens, attribution, reference)
+    lr = float(np.mean(ens.learning_rate))
+    if p is None:
+        FI = _shap_inner(ens, X, y, sample_weight, True)
+        return _per_output(ens, FI / lr, "forest_inner", True)
     _, _, _, FI, _ = _staged(ens, X, y, sample_weight, forest_p=p, need_hc=False)
-    return _per_output(ens, FI / float(np.mean(ens.learning_rate)), "forest_inner")
+    return _per_output(ens, FI / lr, "forest_inner")
 
 
 def total_gain(model: Any) -> pd.Series | pd.DataFrame:
@@ -190,6 +210,13 @@ def _permutation(ens, X, y, sample_weight, n_repeats, random_state):
     return out / n_repeats
 
 
+_INNER = {
+    f"{name}{suffix}": (fn, a)
+    for name, fn in (("tree_inner", tree_inner), ("forest_inner", forest_inner))
+    for suffix, a in (("", "predecomp"), ("_saabas", "saabas"), ("_shap", "shap"))
+}
+
+
 def importance(
     model: Any,
     X: Any,
@@ -208,12 +235,13 @@ def importance(
         Evaluation rows (held-out data to separate signal from overfitting).
     y : array-like of shape (n_samples,)
     methods : sequence of str
-        Any of ``tree_inner`` (PreDecomp), ``tree_inner_saabas``, ``forest_inner``,
-        ``forest_inner_saabas``, ``abs_predecomp``, ``abs_saabas``, ``abs_shap`` (mean
-        |attribution|; ``abs_shap`` is mean |TreeSHAP|, the usual SHAP bar plot),
-        ``total_gain`` and ``permutation`` (mean loss increase when the column is permuted,
-        over ``n_repeats`` permutations) and ``unbiased_gain`` (:func:`unbiased_gain` with one
-        draw). For multi-output models the columns hold the totals over classes.
+        Any of ``tree_inner`` (PreDecomp), ``tree_inner_saabas``, ``tree_inner_shap``,
+        ``forest_inner``, ``forest_inner_saabas``, ``forest_inner_shap``, ``abs_predecomp``,
+        ``abs_saabas``, ``abs_shap`` (mean |attribution|; ``abs_shap`` is mean |TreeSHAP|, the
+        usual SHAP bar plot), ``total_gain`` and ``permutation`` (mean loss increase when the
+        column is permuted, over ``n_repeats`` permutations) and ``unbiased_gain``
+        (:func:`unbiased_gain` with one draw). For multi-output models the columns hold the
+        totals over classes.
     sample_weight : array-like of shape (n_samples,), optional
     n_repeats : int
         Permutations per feature for ``permutation``.
@@ -227,12 +255,9 @@ def importance(
     ens = from_model(model)
     cols = {}
     for m in methods:
-        if m in ("tree_inner", "tree_inner_saabas"):
-            a = "saabas" if m.endswith("saabas") else "predecomp"
-            cols[m] = _total(tree_inner(ens, X, y, a, sample_weight)).to_numpy()
-        elif m in ("forest_inner", "forest_inner_saabas"):
-            a = "saabas" if m.endswith("saabas") else "predecomp"
-            cols[m] = _total(forest_inner(ens, X, y, a, sample_weight)).to_numpy()
+        if m in _INNER:
+            inner, a = _INNER[m]
+            cols[m] = _total(inner(ens, X, y, a, sample_weight)).to_numpy()
         elif m in ("abs_predecomp", "abs_saabas", "abs_shap"):
             if m == "abs_shap":
                 attr = tree_shap(ens, X)
@@ -251,5 +276,7 @@ def importance(
             ug = unbiased_gain(ens, X, y, random_state=random_state, sample_weight=sample_weight)
             cols[m] = _total(ug).to_numpy()
         else:
-            raise ValueError(f"Unknown importance method {m!r}; choose from {METHODS}.")
+            raise ValueError(
+                f"Unknown importance method {m!r}; choose from {sorted({*METHODS, *_INNER})}."
+            )
     return pd.DataFrame(cols, index=list(ens.output_names))

@@ -2,41 +2,196 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ._staged import _inputs, _iter_ptr
 from .adapters import from_model
 from .attribution import Attribution, _tree_range
 from .ensemble import TreeEnsemble
 from .kernels import attribution as KA
 from .kernels import treeshap as K
+from .kernels.routing import MISSING_NAN, NUMERIC
 
 __all__ = ["tree_shap"]
 
 _SERIAL_WORK = 5_000  # rows x trees below which the kernel runs on the calling thread
+_WEIGHTS = ("auto", "cover", "count")
 
 
-def _covers(ens: TreeEnsemble, lo: int, hi: int) -> np.ndarray:
-    """The node weights of TreeSHAP (the hessian covers), checked for trees ``lo:hi``."""
-    cover = ens.cover
-    mine = cover[ens.tree_offsets[lo] : ens.tree_offsets[hi]]
+def _split_weights(ens: TreeEnsemble, weights: str, lo: int, hi: int) -> np.ndarray:
+    """The node weights TreeSHAP splits by, checked for trees ``lo:hi``."""
+    if weights not in _WEIGHTS:
+        raise ValueError(f"weights must be one of {_WEIGHTS}, got {weights!r}.")
+    if weights == "auto":
+        weights = "count" if ens.source in ("lightgbm", "catboost") else "cover"
+    w = ens.cover if weights == "cover" else ens.count
+    mine = w[ens.tree_offsets[lo] : ens.tree_offsets[hi]]
     if not np.all(np.isfinite(mine)) or np.any(mine < 0):
+        what = "covers (hessian sums)" if weights == "cover" else "training row counts"
         raise ValueError(
-            f"The {ens.source} model stores no covers (hessian sums) for its nodes "
-            f"(objective {ens.objective!r}), and path-dependent TreeSHAP weights every split "
-            "by them."
+            f"The {ens.source} model stores no {what} for its nodes (objective "
+            f"{ens.objective!r}), and path-dependent TreeSHAP with weights={weights!r} weights "
+            "every split by them."
         )
-    return cover
+    return w
 
 
-def tree_shap(model: Any, X: Any, trees: Any = None) -> Attribution:
+def _catboost_level_order(ens: TreeEnsemble) -> TreeEnsemble:
+    """The ensemble with every oblivious tree's levels reversed (last split at the root).
+
+    An oblivious tree computes the same function in any level order, but path-dependent
+    TreeSHAP depends on the order, and CatBoost's ``ShapValues`` walk the levels from the last
+    split to the first. Covers and counts of the inner nodes are re-summed from the leaves.
+    """
+    perm = np.arange(ens.n_nodes)
+    inner_sum = []
+    for t in range(ens.n_trees):
+        o = int(ens.tree_offsets[t])
+        d = int(ens._tree_depth[t])
+        n = (1 << (d + 1)) - 1
+        if d < 2 or ens.tree_offsets[t + 1] - o != n:
+            continue
+        heap = np.arange(n // 2)
+        if np.any(ens.left[o + heap] != o + 2 * heap + 1):
+            continue
+        level = np.floor(np.log2(np.arange(n) + 1)).astype(np.int64)
+        first = (1 << np.arange(d + 1)) - 1  # heap position of every level's first node
+        for j in range(d):
+            same = ens.feature[o + first[j] : o + first[j + 1]]
+            if np.any(same != same[0]):
+                break
+        else:
+            pos = np.arange(1 << d)
+            rev = np.zeros_like(pos)
+            for j in range(d):
+                rev |= ((pos >> j) & 1) << (d - 1 - j)
+            src = np.empty(n, dtype=np.int64)
+            inner = np.arange(n // 2)
+            src[inner] = first[d - 1 - level[inner]]  # the first node of the mirrored level
+            src[n // 2 :] = n // 2 + rev
+            perm[o : o + n] = o + src
+            inner_sum.append((o, n))
+    if not inner_sum:
+        return ens
+    node = {
+        k: getattr(ens, k)[perm]
+        for k in ("feature", "threshold", "split_type", "default_left", "missing_type",
+                  "value", "cover", "count", "gain", "leaf_id")
+    }  # fmt: skip
+    for k in ("cover", "count"):
+        a = node[k]
+        for o, n in inner_sum:
+            for i in range(n // 2 - 1, -1, -1):
+                a[o + i] = a[o + 2 * i + 1] + a[o + 2 * i + 2]
+    return dataclasses.replace(ens, **node)
+
+
+def _players(ens: TreeEnsemble) -> tuple[np.ndarray, np.ndarray | None]:
+    """The Shapley player of every kernel column, and how players are credited to features.
+
+    Without an ``input_map`` every column is a feature of its own. With one, a column credited
+    wholly to one feature (a CatBoost one-hot or CTR split on it) is that feature, so all splits
+    on one categorical feature are one player; the columns credited to one set of several
+    features (CTR splits on one combination) are one player, whose values are shared out as
+    the credit says (CatBoost's ShapValues do the same).
+    """
+    if ens.input_map is None:
+        return np.arange(ens.n_features, dtype=np.int64), None
+    credit = ens.input_map.credit
+    n_out = credit.shape[1]
+    single = (np.count_nonzero(credit, axis=1) == 1) & np.isclose(credit.sum(axis=1), 1.0)
+    player = np.empty(credit.shape[0], dtype=np.int64)
+    player[single] = np.argmax(credit[single], axis=1)
+    shared, code = np.unique(credit[~single], axis=0, return_inverse=True)
+    player[~single] = n_out + code.ravel()
+    return player, np.vstack([np.eye(n_out), shared])
+
+
+def _quadrature(tree_depth: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gauss-Legendre points on [0, 1]: per tree the count (exact for its depth) and the
+    tables ``tq[q, :q]``, ``wq[q, :q]`` of every count up to the largest."""
+    tree_nq = np.maximum(1, (tree_depth.astype(np.int64) + 1) // 2)
+    top = int(tree_nq.max()) if tree_nq.size else 1
+    tq = np.zeros((top + 1, top))
+    wq = np.zeros((top + 1, top))
+    for q in range(1, top + 1):
+        x, w = np.polynomial.legendre.leggauss(q)
+        tq[q, :q] = (x + 1.0) / 2.0
+        wq[q, :q] = w / 2.0
+    return tree_nq, tq, wq
+
+
+@dataclasses.dataclass(frozen=True)
+class _ShapSetup:
+    """Everything the TreeSHAP kernels take besides the rows."""
+
+    ens: TreeEnsemble  # in the order the values are computed in (CatBoost: levels reversed)
+    weight: np.ndarray
+    player: np.ndarray
+    pcredit: np.ndarray | None
+    lay: tuple  # kernels.treeshap.edge_layout
+    simple: np.ndarray  # per tree: numeric splits, NaN the default way
+    tree_nq: np.ndarray
+    tq: np.ndarray
+    wq: np.ndarray
+    max_nodes: int
+
+    @property
+    def n_players(self) -> int:
+        return self.player.shape[0] if self.pcredit is None else self.pcredit.shape[0]
+
+    def credit(self, per_player: np.ndarray, axis: int) -> np.ndarray:
+        """Player values (on ``axis``) -> the model's output features."""
+        if self.pcredit is None:
+            return per_player
+        moved = np.moveaxis(per_player, axis, -1) @ self.pcredit
+        return np.moveaxis(moved, -1, axis)
+
+
+def _setup(ens: TreeEnsemble, weights: str, lo: int, hi: int) -> _ShapSetup:
+    if ens._linear is not None:
+        raise NotImplementedError(
+            "TreeSHAP of models with linear leaves (LightGBM linear_tree) is not supported."
+        )
+    if not getattr(ens.input_map, "routes_off_path", True):
+        raise NotImplementedError(
+            "TreeSHAP of CatBoost Depthwise/Lossguide trees with categorical splits is not "
+            "supported: TreeSHAP reads splits off a row's path, and CatBoost only tells which "
+            "way a row goes at the splits it passes. Oblivious (SymmetricTree) models work."
+        )
+    weight = _split_weights(ens, weights, lo, hi)
+    if ens.source == "catboost" and ens.params.get("grow_policy") == "SymmetricTree":
+        ens = _catboost_level_order(ens)
+        weight = _split_weights(ens, weights, lo, hi)
+    player, pcredit = _players(ens)
+    lay = K.edge_layout(ens.left, ens.right, ens.feature, weight, player, ens.tree_offsets)
+    plain = (ens.left < 0) | ((ens.split_type == NUMERIC) & (ens.missing_type == MISSING_NAN))
+    simple = np.logical_and.reduceat(plain, ens.tree_offsets[:-1]) if ens.n_trees else plain
+    tree_nq, tq, wq = _quadrature(ens._tree_depth)
+    max_nodes = int(np.diff(ens.tree_offsets).max()) if ens.n_trees else 1
+    return _ShapSetup(ens, weight, player, pcredit, lay, simple, tree_nq, tq, wq, max_nodes)
+
+
+def _expected_value(ens: TreeEnsemble, weight: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Base margin plus the weight-averaged leaf value of trees ``lo:hi``, per output."""
+    mean = np.empty(ens.n_nodes, dtype=np.float64)
+    KA.node_values(ens.left, ens.right, ens.tree_offsets, ens.value, weight, 0.0, mean)
+    bias = ens.base_margin.copy()
+    np.add.at(bias, ens.tree_group[lo:hi], mean[ens.tree_offsets[lo:hi]])
+    return bias
+
+
+def tree_shap(model: Any, X: Any, trees: Any = None, weights: str = "auto") -> Attribution:
     """Path-dependent TreeSHAP: exact Shapley values of every row's margin, per feature.
 
     The value of a set S of features is the model's expected margin when the features in S
     take the row's values and every other split is averaged over its children, weighted by the
-    node covers (Lundberg et al. 2018, Algorithm 2; XGBoost's ``pred_contribs`` and shap's
+    training data that reached them (Lundberg et al. 2018; XGBoost's ``pred_contribs``,
+    LightGBM's ``pred_contrib``, CatBoost's ``ShapValues`` and shap's
     ``feature_perturbation="tree_path_dependent"``). Rows follow each split exactly as in
     prediction (the booster's threshold rule, missing values and categorical sets).
 
@@ -48,6 +203,11 @@ def tree_shap(model: Any, X: Any, trees: Any = None) -> Attribution:
         Rows to explain, as for :meth:`TreeEnsemble.predict_margin`.
     trees : slice or tuple of int, optional
         A slice of trees, or an ``(start, stop)`` range of boosting rounds.
+    weights : {"auto", "cover", "count"}
+        What the training data that reached a node is measured by: hessian sums
+        (``"cover"``, XGBoost's convention) or row counts (``"count"``; LightGBM's, and
+        CatBoost's sample-weight sums). ``"auto"`` follows the model's booster, so the values
+        equal the booster's own.
 
     Returns
     -------
@@ -60,40 +220,43 @@ def tree_shap(model: Any, X: Any, trees: Any = None) -> Attribution:
     Raises
     ------
     ValueError
-        If the model stores no covers.
+        If the model stores no such weights.
     NotImplementedError
         For models with linear leaves.
     """
     ens = from_model(model)
-    if ens._linear is not None:
-        raise NotImplementedError(
-            "TreeSHAP of models with linear leaves (LightGBM linear_tree) is not supported."
-        )
     lo, hi = _tree_range(ens, trees)
-    cover = _covers(ens, lo, hi)
+    su = _setup(ens, weights, lo, hi)
     n, blocks = ens._blocks(X)
-    out = np.zeros((n, ens.n_features, ens.n_outputs), dtype=np.float64)
-    nodes = ens._nodes()
-    depth = int(ens._tree_depth[lo:hi].max())
+    out = np.zeros((n, su.n_players, ens.n_outputs), dtype=np.float64)
+    nodes = su.ens._nodes()
     for start, block in blocks:
         kernel = K.tree_shap
         if block.shape[0] * (hi - lo) < _SERIAL_WORK:
             kernel = K.tree_shap_serial
         kernel(
-            block,
-            nodes,
-            cover,
-            lo,
-            hi,
-            depth,
-            ens._float32_input,
-            out[start : start + block.shape[0]],
-        )
-    mean = np.empty(ens.n_nodes, dtype=np.float64)
-    KA.node_values(ens.left, ens.right, ens.tree_offsets, ens.value, cover, 0.0, mean)
-    bias = ens.base_margin.copy()
-    np.add.at(bias, ens.tree_group[lo:hi], mean[ens.tree_offsets[lo:hi]])
-    out = ens._to_output(out, axis=1)
+            block, nodes, su.lay, su.simple, su.tree_nq, su.tq, su.wq, lo, hi, su.max_nodes,
+            ens._float32_input, out[start : start + block.shape[0]],
+        )  # fmt: skip
+    out = su.credit(out, axis=1)
     values = out[:, :, 0] if ens.n_outputs == 1 else out
     index = X.index if isinstance(X, pd.DataFrame) else None
+    bias = _expected_value(su.ens, su.weight, lo, hi)
     return Attribution(values=values, bias=bias, feature_names=ens.output_names, index=index)
+
+
+def _shap_inner(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest: bool) -> np.ndarray:
+    """TreeInner (or with ``forest`` the unscaled ForestInner sums) with TreeSHAP
+    attributions, per output feature and output: (n_output_features, n_outputs)."""
+    su = _setup(ens, "auto", 0, ens.n_trees)
+    obj, n, blocks, yv, w, n_chunks = _inputs(ens, X, y, sample_weight)
+    acc = np.zeros((n_chunks, su.n_players, ens.n_outputs))
+    e = su.ens
+    for start, block in blocks:
+        stop = start + block.shape[0]
+        K.shap_inner(
+            block, yv[start:stop], w[start:stop], e._nodes(), e._layout, _iter_ptr(e),
+            e.base_margin, obj.code, obj.prm, e._float32_input, e.float32_sum, su.lay,
+            su.simple, su.tree_nq, su.tq, su.wq, su.max_nodes, e.learning_rate, forest, acc,
+        )  # fmt: skip
+    return su.credit(acc.sum(axis=0), axis=0)

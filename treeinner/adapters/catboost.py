@@ -23,7 +23,8 @@ RMSE, whose hessian is the sample weight; for every other loss the covers are Na
 values must come from data (``node_values(kind="data")``, ``predecomp(..., reference=...)``).
 CatBoost scales ``l2_leaf_reg`` by the mean sample weight of the training set; ``reg_lambda``
 is ``l2_leaf_reg`` and ``params["l2_scaled_by_mean_weight"]`` tells ``node_values`` to scale it
-by the mean weight of the reference data.
+by the mean weight of the reference data. The leaf weights are the ensemble's ``count`` for
+every loss: TreeSHAP weights splits by them, as CatBoost's ``ShapValues`` do.
 """
 
 from __future__ import annotations
@@ -641,10 +642,10 @@ def _from_json(doc: dict, learning_rate, reg_lambda, model=None) -> TreeEnsemble
                 version = line.split("v")[-1].strip()
     feature = cat(lambda p, c, o: p["feature"])
     input_map = None
-    if fmap.synth:
+    if fmap.cat_cols:  # even if no split uses them, X carries their (string) values
         input_map = _CategoricalRouting(
             doc, model, fmap, names, k, offsets, left, right, feature,
-            cat(lambda p, c, o: p["leaf_id"]),
+            cat(lambda p, c, o: p["leaf_id"]), symmetric,
         )  # fmt: skip
         names = list(names) + [
             f"{input_map.column_names[fmap.n_raw + j]}#{j}" for j in range(len(fmap.synth))
@@ -661,7 +662,7 @@ def _from_json(doc: dict, learning_rate, reg_lambda, model=None) -> TreeEnsemble
         missing_type=np.full(n_nodes, MISSING_NAN, dtype=np.int8),
         value=value,
         cover=weight if const_hess else np.full(n_nodes, np.nan),
-        count=np.full(n_nodes, np.nan),
+        count=weight,
         gain=np.where(is_leaf, 0.0, np.nan),
         leaf_id=cat(lambda p, c, o: p["leaf_id"]),
         cat_offsets=np.zeros(n_nodes + 1, dtype=np.int64),
@@ -701,13 +702,21 @@ class _CategoricalRouting:
     reaches fixes the side it took at every split on its path (splits off the path get 0 and
     are never read). Attributions of a split's column are credited to the features it uses,
     equally when a CTR combines several.
+
+    ``routes_off_path`` tells whether the columns are also right for splits off a row's path,
+    which TreeSHAP reads: true for oblivious trees (every split is on every path) and for
+    models without categorical splits, false otherwise (CatBoost does not tell how a split the
+    row never reaches would send it).
     """
 
-    def __init__(self, doc, model, fmap, names, k, offsets, left, right, feature, leaf_id):
-        _require_catboost("a CatBoost model with categorical features")
-        import catboost
+    def __init__(self, doc, model, fmap, names, k, offsets, left, right, feature, leaf_id,
+                 symmetric):  # fmt: skip
+        self.routes_off_path = bool(symmetric or not fmap.synth)
+        if fmap.synth:
+            _require_catboost("a CatBoost model with categorical features")
+        if model is None and fmap.synth:
+            import catboost
 
-        if model is None:
             with tempfile.TemporaryDirectory() as tmp:
                 path = os.path.join(tmp, "model.json")
                 with open(path, "w", encoding="utf-8") as fh:
@@ -749,7 +758,6 @@ class _CategoricalRouting:
             self.leaf_node[t] = table
 
     def transform(self, X: Any) -> np.ndarray:
-        import catboost
         import pandas as pd
 
         if isinstance(X, pd.DataFrame):
@@ -777,8 +785,10 @@ class _CategoricalRouting:
                 out[:, c] = np.asarray(v, dtype=np.float64)
         except (TypeError, ValueError) as e:
             raise ValueError(f"A numeric feature of X holds a non-number: {e}") from e
-        if n == 0:
+        if n == 0 or not self.trees:
             return out
+        import catboost
+
         try:
             pool = catboost.Pool(X, cat_features=self.cat_features)
             leaves = np.asarray(self.model.calc_leaf_indexes(pool), dtype=np.int64)

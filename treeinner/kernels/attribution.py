@@ -104,6 +104,31 @@ def path_attribution(X, nodes, layout, parent, p, tree_lo, tree_hi, f32, out):
                 _add_path(r0 + k, np.int64(idx[k]), parent, feature, p, g, out)
 
 
+@njit(cache=True, inline="always")
+def _round_gradients(code, prm, y, r0, m, F, g, h):
+    """Gradients and hessians of rows ``r0:r0 + m`` at their staged margins ``F``."""
+    if F.shape[1] > 1:
+        for k in range(m):
+            grad_hess_row(code, prm, y[r0 + k], F[k], g[k], h[k])
+    else:
+        for k in range(m):
+            gk, hk = grad_hess(code, prm, y[r0 + k], F[k, 0])
+            g[k, 0] = gk
+            h[k, 0] = hk
+
+
+@njit(cache=True, inline="always")
+def _add_leaves(delta, idx, value, m, c, f32_sum):
+    """Add each row's leaf value (``idx``) to output ``c`` of its margin ``delta``; with
+    ``f32_sum`` in float32, like the booster's prediction cache."""
+    for k in range(m):
+        leaf = np.int64(idx[k])
+        if f32_sum:
+            delta[k, c] = np.float32(delta[k, c]) + np.float32(value[leaf])
+        else:
+            delta[k, c] += value[leaf]
+
+
 @njit(parallel=True, cache=True)
 def staged_pass(
     X,
@@ -188,14 +213,7 @@ def staged_pass(
                         else:
                             F[k, 0] += value[leaf]
                     continue
-                if K > 1:
-                    for k in range(m):
-                        grad_hess_row(code, prm, y[r0 + k], F[k], g[k], h[k])
-                else:
-                    for k in range(m):
-                        gk, hk = grad_hess(code, prm, y[r0 + k], F[k, 0])
-                        g[k, 0] = gk
-                        h[k, 0] = hk
+                _round_gradients(code, prm, y, r0, m, F, g, h)
                 for k in range(m):
                     for c in range(K):
                         delta[k, c] = F[k, c]
@@ -203,13 +221,8 @@ def staged_pass(
                     _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
                     c = tree_group[t]
                     for k in range(m):
-                        leaf = np.int64(idx[k])
-                        wk = w[r0 + k]
-                        Gc[leaf] += wk * g[k, c]
-                        if f32_sum:  # the booster's prediction cache is float32
-                            delta[k, c] = np.float32(delta[k, c]) + np.float32(value[leaf])
-                        else:
-                            delta[k, c] += value[leaf]
+                        Gc[np.int64(idx[k])] += w[r0 + k] * g[k, c]
+                    _add_leaves(delta, idx, value, m, c, f32_sum)
                     if need_hc:
                         for k in range(m):
                             leaf = np.int64(idx[k])

@@ -1,17 +1,31 @@
-"""Numba kernels for path-dependent TreeSHAP (Lundberg et al. 2018, Algorithm 2).
+"""Numba kernels for path-dependent TreeSHAP.
 
-Node arrays come as the ``nodes`` tuple of ``kernels.routing``. ``weight`` holds the node
-weights (float64, the covers): a child's share of its parent is ``weight[child] /
-weight[parent]`` (one half each where the parent's weight is not positive, as in
-``kernels.attribution.node_values``), so the expected value the attributions start from is
-``node_values(..., lam=0)`` at the root.
+Node arrays come as the ``nodes`` tuple of ``kernels.routing``; ``weight`` holds the node
+weights (float64): a child's share of its parent is ``weight[child] / weight[parent]`` (one
+half each where the parent's weight is not positive, as in ``kernels.attribution``).
+``player[j]`` is the player (the feature credited) of column j: splits on columns with the same
+player are one feature in the Shapley game.
 
-Per row and tree the recursion of Algorithm 2 runs as a depth-first walk with an explicit
-stack. The path of unique features at depth ``l`` lives in row ``l`` of four per-block arrays
-(feature, zero fraction, one fraction, permutation weight): a node copies its parent's row,
-extends it, and (when its split feature is already on the path) unwinds that feature before
-its children copy the row in turn. Siblings only ever read their parent's row, which the walk
-of the first sibling's subtree (deeper rows only) leaves intact.
+Two algorithms:
+
+* :func:`tree_shap_classic`: Lundberg et al. (2018), Algorithm 2, as a depth-first walk with an
+  explicit stack; O(L D^2) per row and tree. The reference the tests check the other against.
+* The linear algorithm used everywhere else (:func:`tree_shap`, :func:`shap_inner`). With
+  ``z_j`` the cover fraction and ``o_j`` in {0, 1} the indicator of feature j's splits on the
+  path to a leaf of value v (repeated splits on one feature merged by products),
+
+      phi_i += v (o_i - z_i) * integral_0^1 prod_{j != i} (z_j (1 - t) + o_j t) dt,
+
+  because the Shapley weight |S|! (d - |S| - 1)! / d! is the Beta integral of
+  t^|S| (1 - t)^(d - 1 - |S|) (the polynomial view of Linear TreeShap, Yu et al. 2022). The
+  integrand is a polynomial of degree < d, so Gauss-Legendre quadrature with ceil(D / 2)
+  points is exact for trees of depth D. Per row and tree, a forward pass over the nodes in
+  breadth-first order (parents first; :func:`edge_layout`) gives every node, per quadrature
+  point, the product R of its path's factors; a backward pass sums S(c) = sum over the leaves
+  below c of v R, and the edge into c adds w_q (o - z) / (z (1 - t_q) + o t_q) S_q(c) to the
+  edge's player (for a player met again on the path, the difference of its merged and
+  previous terms, which telescopes). O(N Q) per row and tree, N nodes, Q points, in two
+  branch-poor loops: all products of numbers in [0, 1], no unwinding divisions.
 """
 
 from __future__ import annotations
@@ -19,7 +33,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .routing import ROW_BLOCK, _goes_left
+from .attribution import _add_leaves, _round_gradients
+from .routing import ROW_BLOCK, _fill_buffer, _goes_left, _route_block
 
 
 @njit(cache=True, inline="always")
@@ -86,10 +101,12 @@ def _unwound_sum(pz, po, pw, lev, length, k):
     return total
 
 
-@njit(cache=True, inline="always")
-def _tree_row(X, row, root, nodes, weight, f32, g, out, pf, pz, po, pw, plen, sn, sl, sz, so, sf):
+@njit(cache=True)
+def _tree_row(
+    X, row, root, nodes, weight, player, f32, g, out, pf, pz, po, pw, plen, sn, sl, sz, so, sf
+):
     """Add the TreeSHAP values of one tree (root ``root``, output ``g``) for row ``row`` of
-    ``X`` to ``out[row, :, g]``. The other arguments are the per-block work arrays."""
+    ``X`` to ``out[row, :, g]`` (Algorithm 2). The other arguments are work arrays."""
     left, right, feature, bound, split_type, default_left, missing_type = nodes[:7]
     cat_offsets, cat_words, value = nodes[7], nodes[8], nodes[9]
     sp = 1
@@ -120,7 +137,8 @@ def _tree_row(X, row, root, nodes, weight, f32, g, out, pf, pz, po, pw, plen, sn
                     s = _unwound_sum(pz, po, pw, lev, length, i)
                     out[row, pf[lev, i], g] += s * d * v
             continue
-        f = feature[u]
+        col = feature[u]
+        f = player[col]
         iz = 1.0
         io = 1.0
         for i in range(1, length):
@@ -132,7 +150,15 @@ def _tree_row(X, row, root, nodes, weight, f32, g, out, pf, pz, po, pw, plen, sn
                 break
         plen[lev] = length
         if _goes_left(
-            X[row, f], u, split_type, default_left, missing_type, bound, cat_offsets, cat_words, f32
+            X[row, col],
+            u,
+            split_type,
+            default_left,
+            missing_type,
+            bound,
+            cat_offsets,
+            cat_words,
+            f32,
         ):
             hot = left[u]
             cold = right[u]
@@ -159,8 +185,198 @@ def _tree_row(X, row, root, nodes, weight, f32, g, out, pf, pz, po, pw, plen, sn
             sp += 1
 
 
-@njit(cache=True, inline="always")
-def _shap_block(X, nodes, weight, tree_lo, tree_hi, max_depth, f32, out, r0, r1):
+@njit(cache=True)
+def edge_layout(left, right, feature, weight, player, tree_offsets):
+    """The static part of the linear algorithm, per tree in breadth-first order.
+
+    Position i (within the tree's own range of ``tree_offsets``) holds node ``order[i]``;
+    ``ppos[i]`` is its parent's position (-1 at the root), ``eplayer[i]`` the player of the
+    split above it, ``share[i]`` its fraction of the parent's weight and ``prev[i]`` the
+    position of the nearest ancestor reached through a split on the same player (-1: none).
+    Parents come before their children, so one forward pass fills the path products and one
+    backward pass sums the leaves up.
+    """
+    n = left.shape[0]
+    order = np.empty(n, dtype=np.int64)
+    ppos = np.full(n, -1, dtype=np.int64)
+    eplayer = np.full(n, -1, dtype=np.int64)
+    share = np.ones(n)
+    prev = np.full(n, -1, dtype=np.int64)
+    for t in range(tree_offsets.shape[0] - 1):
+        lo = tree_offsets[t]
+        order[lo] = lo
+        head = lo
+        tail = lo + 1
+        while head < tail:
+            u = order[head]
+            if left[u] >= 0:
+                pl = player[feature[u]]
+                for c in (left[u], right[u]):
+                    order[tail] = c
+                    ppos[tail] = head
+                    eplayer[tail] = pl
+                    share[tail] = _share(weight, c, u)
+                    j = head
+                    while j > lo and eplayer[j] != pl:
+                        j = ppos[j]
+                    prev[tail] = j if j > lo else -1
+                    tail += 1
+            head += 1
+    return order, ppos, eplayer, share, prev
+
+
+@njit(cache=True)
+def _hot_child(X, row, n, simple, nodes, f32):
+    """The child of node ``n`` that row ``row`` goes to. ``simple``: the tree has numeric
+    splits with NaN going the default way only, read without branches."""
+    left, right, feature, bound, split_type, default_left, missing_type = nodes[:7]
+    v = X[row, feature[n]]
+    if simple:
+        return left[n] if (v <= bound[n]) | ((v != v) & (default_left[n] != 0)) else right[n]
+    if _goes_left(
+        v, n, split_type, default_left, missing_type, bound, nodes[7], nodes[8], f32
+    ):  # fmt: skip
+        return left[n]
+    return right[n]
+
+
+@njit(cache=True)
+def _linear_row(
+    X, row, lo, hi, nodes, lay, f32, simple, tq, wq, nq, scale, acc, ar, g, hot, Zs, Os, R, C, S
+):
+    """Add ``scale`` times the TreeSHAP values of the tree at positions ``lo:hi`` (output
+    ``g``) for row ``row`` of ``X`` to ``acc[ar, player, g]``. ``lay`` is
+    :func:`edge_layout`; ``tq``/``wq`` the ``nq`` quadrature points and weights on [0, 1];
+    ``hot``, ``Zs``, ``Os`` (merged z, o), ``R``, ``C``, ``S`` are work arrays of at least the
+    tree's size."""
+    left = nodes[0]
+    value = nodes[9]
+    order, ppos, eplayer, share, prev = lay
+    if left[lo] < 0:
+        return
+    hot[0] = _hot_child(X, row, order[lo], simple, nodes, f32)
+    for q in range(nq):
+        R[0, q] = 1.0
+        S[0, q] = 0.0
+    # parents first: every edge's merged (z, o), path product R and coefficient C
+    for i in range(lo + 1, hi):
+        k = i - lo
+        c = order[i]
+        pk = ppos[i] - lo
+        oc = 1.0 if c == hot[pk] else 0.0
+        pv = prev[i] - lo
+        if pv >= 0:
+            zp = Zs[pv]
+            op = Os[pv]
+            z = zp * share[i]
+            o = op * oc
+        else:
+            zp = op = 0.0
+            z = share[i]
+            o = oc
+        Zs[k] = z
+        Os[k] = o
+        if left[c] >= 0:
+            hot[k] = _hot_child(X, row, c, simple, nodes, f32)
+        if (z == 0.0 and o == 0.0) or R[pk, 0] == 0.0:
+            for q in range(nq):  # no leaf below counts in any coalition
+                R[k, q] = 0.0
+                C[k, q] = 0.0
+                S[k, q] = 0.0
+            continue
+        for q in range(nq):
+            t = tq[q]
+            s1 = 1.0 - t
+            fn = z * s1 + o * t
+            cn = (o - z) / fn
+            rn = R[pk, q] * fn
+            if pv >= 0:
+                fo = zp * s1 + op * t
+                rn /= fo
+                cn -= (op - zp) / fo
+            R[k, q] = rn
+            C[k, q] = wq[q] * cn
+            S[k, q] = 0.0
+    # children first: leaf sums up the tree, each edge credited to its player
+    for i in range(hi - 1, lo, -1):
+        k = i - lo
+        c = order[i]
+        pk = ppos[i] - lo
+        if left[c] < 0:
+            v = value[c]
+            for q in range(nq):
+                S[k, q] = v * R[k, q]
+        tot = 0.0
+        for q in range(nq):
+            tot += C[k, q] * S[k, q]
+            S[pk, q] += S[k, q]
+        acc[ar, eplayer[i], g] += scale * tot
+
+
+@njit(cache=True)
+def _work(max_nodes, n_q):
+    """Per-thread work arrays of :func:`_linear_row`."""
+    return (
+        np.empty(max_nodes, dtype=np.int64),
+        np.empty(max_nodes),
+        np.empty(max_nodes),
+        np.empty((max_nodes, n_q)),
+        np.empty((max_nodes, n_q)),
+        np.empty((max_nodes, n_q)),
+    )
+
+
+@njit(cache=True)
+def _shap_rows(X, nodes, lay, simple, tree_nq, tq, wq, tree_lo, tree_hi, max_nodes, f32, out,
+               r0, r1):  # fmt: skip
+    tree_offsets = nodes[11]
+    tree_group = nodes[12]
+    hot, Zs, Os, R, C, S = _work(max_nodes, tq.shape[1])
+    for t in range(tree_lo, tree_hi):
+        lo = tree_offsets[t]
+        hi = tree_offsets[t + 1]
+        g = tree_group[t]
+        nq = tree_nq[t]
+        st = simple[t]
+        for row in range(r0, r1):
+            _linear_row(
+                X, row, lo, hi, nodes, lay, f32, st, tq[nq], wq[nq], nq, 1.0, out, row, g,
+                hot, Zs, Os, R, C, S,
+            )  # fmt: skip
+
+
+@njit(parallel=True, cache=True)
+def tree_shap(X, nodes, lay, simple, tree_nq, tq, wq, tree_lo, tree_hi, max_nodes, f32, out):
+    """Add the path-dependent TreeSHAP values of trees ``tree_lo:tree_hi`` to ``out``.
+
+    ``out`` has shape (n_rows, n_players, n_outputs), float64, zeroed by the caller. ``lay``
+    is :func:`edge_layout`; ``simple[t]`` flags trees whose splits are all numeric with NaN
+    going the default way; tree t uses ``tree_nq[t]`` quadrature points,
+    ``tq[tree_nq[t], :tree_nq[t]]``, with weights ``wq`` (same rows); ``max_nodes`` bounds the
+    size of every tree; ``f32`` as in the routing kernels. Parallel over blocks of
+    ``ROW_BLOCK`` rows, trees outermost within a block.
+    """
+    n_rows = X.shape[0]
+    n_blocks = (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
+    for b in prange(n_blocks):
+        r0 = b * ROW_BLOCK
+        r1 = min(n_rows, r0 + ROW_BLOCK)
+        _shap_rows(X, nodes, lay, simple, tree_nq, tq, wq, tree_lo, tree_hi, max_nodes, f32,
+                   out, r0, r1)  # fmt: skip
+
+
+@njit(cache=True)
+def tree_shap_serial(X, nodes, lay, simple, tree_nq, tq, wq, tree_lo, tree_hi, max_nodes, f32,
+                     out):  # fmt: skip
+    """:func:`tree_shap` on the calling thread (small inputs: no thread start-up)."""
+    _shap_rows(X, nodes, lay, simple, tree_nq, tq, wq, tree_lo, tree_hi, max_nodes, f32, out,
+               0, X.shape[0])  # fmt: skip
+
+
+@njit(cache=True)
+def tree_shap_classic(X, nodes, weight, player, max_depth, f32, out):
+    """Algorithm 2 of Lundberg et al. (2018), serial, every tree: the reference of the tests.
+    Same arguments and output as :func:`tree_shap`."""
     tree_offsets = nodes[11]
     tree_group = nodes[12]
     d = max_depth + 2
@@ -174,37 +390,90 @@ def _shap_block(X, nodes, weight, tree_lo, tree_hi, max_depth, f32, out, r0, r1)
     sz = np.empty(d, dtype=np.float64)
     so = np.empty(d, dtype=np.float64)
     sf = np.empty(d, dtype=np.int64)
-    for t in range(tree_lo, tree_hi):
-        root = tree_offsets[t]
-        g = tree_group[t]
-        for row in range(r0, r1):
+    for t in range(tree_offsets.shape[0] - 1):
+        for row in range(X.shape[0]):
             _tree_row(
-                X, row, root, nodes, weight, f32, g, out, pf, pz, po, pw, plen, sn, sl, sz, so, sf
-            )
+                X, row, tree_offsets[t], nodes, weight, player, f32, tree_group[t], out,
+                pf, pz, po, pw, plen, sn, sl, sz, so, sf,
+            )  # fmt: skip
 
 
 @njit(parallel=True, cache=True)
-def tree_shap(X, nodes, weight, tree_lo, tree_hi, max_depth, f32, out):
-    """Add the path-dependent TreeSHAP values of trees ``tree_lo:tree_hi`` to ``out``.
+def shap_inner(
+    X, y, w, nodes, layout, iter_ptr, base_margin, code, prm, f32, f32_sum, lay, simple,
+    tree_nq, tq, wq, max_nodes, lr, forest, acc,
+):  # fmt: skip
+    """TreeInner or ForestInner with TreeSHAP attributions, streamed: no SHAP value is stored.
 
-    ``out`` has shape (n_rows, n_features, n_outputs), float64, zeroed by the caller;
-    ``weight`` (float64, per node) are the node weights; ``max_depth`` bounds the depth of
-    every tree; with ``f32`` categorical values are cast to float32 before they are read as
-    integers (as in the routing kernels). Parallel over blocks of ``ROW_BLOCK`` rows, trees
-    outermost within a block.
+    One pass over the rows in boosting order with staged margins, as
+    ``kernels.attribution.staged_pass``: for TreeInner every tree's SHAP values of a row are
+    added to ``acc[chunk, player, output]`` scaled by ``w (-g) / lr[t]`` (g the gradient at
+    the margin before the tree's round); for ForestInner (``forest``) the rows' summed negative
+    gradients are collected first, then every tree's values are added scaled by ``w`` times
+    them. ``acc`` has shape (n_chunks, n_players, n_outputs); one chunk of rows per thread.
+    The TreeSHAP arguments are those of :func:`tree_shap`.
     """
+    value = nodes[9]
+    tree_offsets = nodes[11]
+    tree_group = nodes[12]
+    used = layout[7]
     n_rows = X.shape[0]
-    n_blocks = (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
-    for b in prange(n_blocks):
-        r0 = b * ROW_BLOCK
-        r1 = min(n_rows, r0 + ROW_BLOCK)
-        _shap_block(X, nodes, weight, tree_lo, tree_hi, max_depth, f32, out, r0, r1)
-
-
-@njit(cache=True)
-def tree_shap_serial(X, nodes, weight, tree_lo, tree_hi, max_depth, f32, out):
-    """:func:`tree_shap` on the calling thread (small inputs: no thread start-up)."""
-    n_rows = X.shape[0]
-    for r0 in range(0, n_rows, ROW_BLOCK):
-        r1 = min(n_rows, r0 + ROW_BLOCK)
-        _shap_block(X, nodes, weight, tree_lo, tree_hi, max_depth, f32, out, r0, r1)
+    K = base_margin.shape[0]
+    n_chunks = acc.shape[0]
+    chunk = (n_rows + n_chunks - 1) // n_chunks
+    for ch in prange(n_chunks):
+        lo = ch * chunk
+        hi = min(n_rows, lo + chunk)
+        hot, Zs, Os, R, C, S = _work(max_nodes, tq.shape[1])
+        idx = np.empty(ROW_BLOCK, dtype=np.uint64)
+        buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
+        F = np.empty((ROW_BLOCK, K))
+        delta = np.empty((ROW_BLOCK, K))
+        g = np.empty((ROW_BLOCK, K))
+        h = np.empty((ROW_BLOCK, K))
+        gsum = np.zeros((ROW_BLOCK, K))
+        for r0 in range(lo, hi, ROW_BLOCK):
+            r1 = min(hi, r0 + ROW_BLOCK)
+            m = r1 - r0
+            _fill_buffer(X, r0, m, used, buf)
+            for k in range(m):
+                for c in range(K):
+                    F[k, c] = base_margin[c]
+                    gsum[k, c] = 0.0
+            for it in range(iter_ptr.shape[0] - 1):
+                _round_gradients(code, prm, y, r0, m, F, g, h)
+                for k in range(m):
+                    for c in range(K):
+                        delta[k, c] = F[k, c]
+                        if forest:
+                            gsum[k, c] -= w[r0 + k] * g[k, c]
+                for t in range(iter_ptr[it], iter_ptr[it + 1]):
+                    _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+                    c = tree_group[t]
+                    _add_leaves(delta, idx, value, m, c, f32_sum)
+                    if forest:
+                        continue
+                    nq = tree_nq[t]
+                    for k in range(m):
+                        s = -w[r0 + k] * g[k, c] / lr[t]
+                        if s != 0.0:
+                            _linear_row(
+                                X, r0 + k, tree_offsets[t], tree_offsets[t + 1], nodes, lay,
+                                f32, simple[t], tq[nq], wq[nq], nq, s, acc, ch, c,
+                                hot, Zs, Os, R, C, S,
+                            )  # fmt: skip
+                for k in range(m):
+                    for c in range(K):
+                        F[k, c] = delta[k, c]
+            if forest:
+                for t in range(tree_offsets.shape[0] - 1):
+                    c = tree_group[t]
+                    nq = tree_nq[t]
+                    for k in range(m):
+                        s = gsum[k, c]
+                        if s != 0.0:
+                            _linear_row(
+                                X, r0 + k, tree_offsets[t], tree_offsets[t + 1], nodes, lay,
+                                f32, simple[t], tq[nq], wq[nq], nq, s, acc, ch, c,
+                                hot, Zs, Os, R, C, S,
+                            )  # fmt: skip
