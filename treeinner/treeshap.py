@@ -134,10 +134,9 @@ class _ShapSetup:
     player: np.ndarray
     pcredit: np.ndarray | None
     lay: tuple  # kernels.treeshap.edge_layout
+    tabs: tuple  # kernels.treeshap.edge_tables
     simple: np.ndarray  # per tree: numeric splits, NaN the default way
     tree_nq: np.ndarray
-    tq: np.ndarray
-    wq: np.ndarray
     max_nodes: int
 
     @property
@@ -172,8 +171,9 @@ def _setup(ens: TreeEnsemble, weights: str, lo: int, hi: int) -> _ShapSetup:
     plain = (ens.left < 0) | ((ens.split_type == NUMERIC) & (ens.missing_type == MISSING_NAN))
     simple = np.logical_and.reduceat(plain, ens.tree_offsets[:-1]) if ens.n_trees else plain
     tree_nq, tq, wq = _quadrature(ens._tree_depth)
+    tabs = K.edge_tables(lay[3], ens.tree_offsets, tree_nq, tq, wq)
     max_nodes = int(np.diff(ens.tree_offsets).max()) if ens.n_trees else 1
-    return _ShapSetup(ens, weight, player, pcredit, lay, simple, tree_nq, tq, wq, max_nodes)
+    return _ShapSetup(ens, weight, player, pcredit, lay, tabs, simple, tree_nq, max_nodes)
 
 
 def _expected_value(ens: TreeEnsemble, weight: np.ndarray, lo: int, hi: int) -> np.ndarray:
@@ -235,7 +235,7 @@ def tree_shap(model: Any, X: Any, trees: Any = None, weights: str = "auto") -> A
         if block.shape[0] * (hi - lo) < _SERIAL_WORK:
             kernel = K.tree_shap_serial
         kernel(
-            block, nodes, su.lay, su.simple, su.tree_nq, su.tq, su.wq, lo, hi, su.max_nodes,
+            block, nodes, su.lay, su.tabs, su.simple, su.tree_nq, lo, hi, su.max_nodes,
             ens._float32_input, out[start : start + block.shape[0]],
         )  # fmt: skip
     out = su.credit(out, axis=1)
@@ -256,7 +256,7 @@ def _shap_inner(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest: b
         stop = start + block.shape[0]
         K.shap_inner(
             block, yv[start:stop], w[start:stop], e._nodes(), e._layout, _iter_ptr(e),
-            e.base_margin, obj.code, obj.prm, e._float32_input, e.float32_sum, su.lay,
-            su.simple, su.tree_nq, su.tq, su.wq, su.max_nodes, e.learning_rate, forest, acc,
+            e.base_margin, obj.code, obj.prm, e._float32_input, e.float32_sum, su.lay, su.tabs,
+            su.simple, su.tree_nq, su.max_nodes, e.learning_rate, forest, acc,
         )  # fmt: skip
     return su.credit(acc.sum(axis=0), axis=0)

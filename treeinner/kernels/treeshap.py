@@ -226,35 +226,61 @@ def edge_layout(left, right, feature, weight, player, tree_offsets):
 
 
 @njit(cache=True)
-def _hot_child(X, row, n, simple, nodes, f32):
-    """The child of node ``n`` that row ``row`` goes to. ``simple``: the tree has numeric
-    splits with NaN going the default way only, read without branches."""
-    left, right, feature, bound, split_type, default_left, missing_type = nodes[:7]
-    v = X[row, feature[n]]
-    if simple:
-        return left[n] if (v <= bound[n]) | ((v != v) & (default_left[n] != 0)) else right[n]
-    if _goes_left(
-        v, n, split_type, default_left, missing_type, bound, nodes[7], nodes[8], f32
-    ):  # fmt: skip
-        return left[n]
-    return right[n]
+def edge_tables(share, tree_offsets, tree_nq, tq, wq):
+    """Row-independent factors of the edges into nodes at their feature's first split on the
+    path: (FH, FC, CH, tq, wq, CC), with for position i and point q of its tree
+    FH = z (1 - t) + t and CH = w (1 - z) / FH (the row goes that way), FC = z (1 - t) (it does
+    not; its coefficient CC[nq, q] = -w / (1 - t) is the same for every edge), z = share[i].
+    ``tq``, ``wq`` (points and weights per count, as from ``_quadrature``) are passed through.
+    """
+    n = share.shape[0]
+    Q = tq.shape[1]
+    FH = np.zeros((n, Q))
+    FC = np.zeros((n, Q))
+    CH = np.zeros((n, Q))
+    for t in range(tree_offsets.shape[0] - 1):
+        nq = tree_nq[t]
+        for i in range(tree_offsets[t], tree_offsets[t + 1]):
+            z = share[i]
+            for q in range(nq):
+                u = tq[nq, q]
+                FH[i, q] = z * (1.0 - u) + u
+                FC[i, q] = z * (1.0 - u)
+                CH[i, q] = wq[nq, q] * (1.0 - z) / FH[i, q]
+    CC = np.zeros((Q + 1, Q))
+    for nq in range(1, Q + 1):
+        for q in range(nq):
+            CC[nq, q] = -wq[nq, q] / (1.0 - tq[nq, q])
+    return FH, FC, CH, tq, wq, CC
 
 
 @njit(cache=True)
 def _linear_row(
-    X, row, lo, hi, nodes, lay, f32, simple, tq, wq, nq, scale, acc, ar, g, hot, Zs, Os, R, C, S
+    X, row, lo, hi, nodes, lay, tabs, f32, simple, nq, scale, acc, ar, g, hot, Zs, Os, R, C, S
 ):
     """Add ``scale`` times the TreeSHAP values of the tree at positions ``lo:hi`` (output
     ``g``) for row ``row`` of ``X`` to ``acc[ar, player, g]``. ``lay`` is
-    :func:`edge_layout`; ``tq``/``wq`` the ``nq`` quadrature points and weights on [0, 1];
-    ``hot``, ``Zs``, ``Os`` (merged z, o), ``R``, ``C``, ``S`` are work arrays of at least the
-    tree's size."""
-    left = nodes[0]
-    value = nodes[9]
+    :func:`edge_layout`, ``tabs`` :func:`edge_tables` (the tree uses ``nq`` quadrature
+    points); ``simple``: the tree's splits are numeric with NaN going the default way (read
+    without branches); ``hot``, ``Zs``, ``Os`` (merged z, o), ``R``, ``C``, ``S`` are work
+    arrays of at least the tree's size."""
+    left, right, feature, bound, split_type, default_left, missing_type = nodes[:7]
+    cat_offsets, cat_words, value = nodes[7], nodes[8], nodes[9]
     order, ppos, eplayer, share, prev = lay
+    FH, FC, CH, tq_all, wq_all, CC_all = tabs
+    tq = tq_all[nq]
+    wq = wq_all[nq]
+    CC = CC_all[nq]
     if left[lo] < 0:
         return
-    hot[0] = _hot_child(X, row, order[lo], simple, nodes, f32)
+    u = order[lo]
+    v = X[row, feature[u]]
+    if _goes_left(
+        v, u, split_type, default_left, missing_type, bound, cat_offsets, cat_words, f32
+    ):  # fmt: skip
+        hot[0] = left[u]
+    else:
+        hot[0] = right[u]
     for q in range(nq):
         R[0, q] = 1.0
         S[0, q] = 0.0
@@ -276,26 +302,42 @@ def _linear_row(
             o = oc
         Zs[k] = z
         Os[k] = o
-        if left[c] >= 0:
-            hot[k] = _hot_child(X, row, c, simple, nodes, f32)
+        if left[c] >= 0:  # the child this row goes to (inline: a call costs more than this)
+            v = X[row, feature[c]]
+            if simple:
+                gl = (v <= bound[c]) | ((v != v) & (default_left[c] != 0))
+            else:
+                gl = _goes_left(
+                    v, c, split_type, default_left, missing_type, bound, cat_offsets,
+                    cat_words, f32,
+                )  # fmt: skip
+            hot[k] = left[c] if gl else right[c]
         if (z == 0.0 and o == 0.0) or R[pk, 0] == 0.0:
             for q in range(nq):  # no leaf below counts in any coalition
                 R[k, q] = 0.0
                 C[k, q] = 0.0
                 S[k, q] = 0.0
             continue
+        if pv < 0:  # the feature's first split on the path: factors from the tables
+            if oc == 1.0:
+                for q in range(nq):
+                    R[k, q] = R[pk, q] * FH[i, q]
+                    C[k, q] = CH[i, q]
+                    S[k, q] = 0.0
+            else:
+                for q in range(nq):
+                    R[k, q] = R[pk, q] * FC[i, q]
+                    C[k, q] = CC[q]
+                    S[k, q] = 0.0
+            continue
         for q in range(nq):
             t = tq[q]
             s1 = 1.0 - t
             fn = z * s1 + o * t
             cn = (o - z) / fn
-            rn = R[pk, q] * fn
-            if pv >= 0:
-                fo = zp * s1 + op * t
-                rn /= fo
-                cn -= (op - zp) / fo
-            R[k, q] = rn
-            C[k, q] = wq[q] * cn
+            fo = zp * s1 + op * t
+            R[k, q] = R[pk, q] * fn / fo
+            C[k, q] = wq[q] * (cn - (op - zp) / fo)
             S[k, q] = 0.0
     # children first: leaf sums up the tree, each edge credited to its player
     for i in range(hi - 1, lo, -1):
@@ -327,11 +369,11 @@ def _work(max_nodes, n_q):
 
 
 @njit(cache=True)
-def _shap_rows(X, nodes, lay, simple, tree_nq, tq, wq, tree_lo, tree_hi, max_nodes, f32, out,
+def _shap_rows(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32, out,
                r0, r1):  # fmt: skip
     tree_offsets = nodes[11]
     tree_group = nodes[12]
-    hot, Zs, Os, R, C, S = _work(max_nodes, tq.shape[1])
+    hot, Zs, Os, R, C, S = _work(max_nodes, tabs[0].shape[1])
     for t in range(tree_lo, tree_hi):
         lo = tree_offsets[t]
         hi = tree_offsets[t + 1]
@@ -340,20 +382,20 @@ def _shap_rows(X, nodes, lay, simple, tree_nq, tq, wq, tree_lo, tree_hi, max_nod
         st = simple[t]
         for row in range(r0, r1):
             _linear_row(
-                X, row, lo, hi, nodes, lay, f32, st, tq[nq], wq[nq], nq, 1.0, out, row, g,
+                X, row, lo, hi, nodes, lay, tabs, f32, st, nq, 1.0, out, row, g,
                 hot, Zs, Os, R, C, S,
             )  # fmt: skip
 
 
 @njit(parallel=True, cache=True)
-def tree_shap(X, nodes, lay, simple, tree_nq, tq, wq, tree_lo, tree_hi, max_nodes, f32, out):
+def tree_shap(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32, out):
     """Add the path-dependent TreeSHAP values of trees ``tree_lo:tree_hi`` to ``out``.
 
     ``out`` has shape (n_rows, n_players, n_outputs), float64, zeroed by the caller. ``lay``
-    is :func:`edge_layout`; ``simple[t]`` flags trees whose splits are all numeric with NaN
-    going the default way; tree t uses ``tree_nq[t]`` quadrature points,
-    ``tq[tree_nq[t], :tree_nq[t]]``, with weights ``wq`` (same rows); ``max_nodes`` bounds the
-    size of every tree; ``f32`` as in the routing kernels. Parallel over blocks of
+    is :func:`edge_layout`, ``tabs`` :func:`edge_tables`; ``simple[t]`` flags trees whose
+    splits are all numeric with NaN going the default way; tree t uses ``tree_nq[t]``
+    quadrature points; ``max_nodes`` bounds the size of every tree; ``f32`` as in the routing
+    kernels. Parallel over blocks of
     ``ROW_BLOCK`` rows, trees outermost within a block.
     """
     n_rows = X.shape[0]
@@ -361,15 +403,15 @@ def tree_shap(X, nodes, lay, simple, tree_nq, tq, wq, tree_lo, tree_hi, max_node
     for b in prange(n_blocks):
         r0 = b * ROW_BLOCK
         r1 = min(n_rows, r0 + ROW_BLOCK)
-        _shap_rows(X, nodes, lay, simple, tree_nq, tq, wq, tree_lo, tree_hi, max_nodes, f32,
+        _shap_rows(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32,
                    out, r0, r1)  # fmt: skip
 
 
 @njit(cache=True)
-def tree_shap_serial(X, nodes, lay, simple, tree_nq, tq, wq, tree_lo, tree_hi, max_nodes, f32,
+def tree_shap_serial(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32,
                      out):  # fmt: skip
     """:func:`tree_shap` on the calling thread (small inputs: no thread start-up)."""
-    _shap_rows(X, nodes, lay, simple, tree_nq, tq, wq, tree_lo, tree_hi, max_nodes, f32, out,
+    _shap_rows(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32, out,
                0, X.shape[0])  # fmt: skip
 
 
@@ -400,8 +442,8 @@ def tree_shap_classic(X, nodes, weight, player, max_depth, f32, out):
 
 @njit(parallel=True, cache=True)
 def shap_inner(
-    X, y, w, nodes, layout, iter_ptr, base_margin, code, prm, f32, f32_sum, lay, simple,
-    tree_nq, tq, wq, max_nodes, lr, forest, acc,
+    X, y, w, nodes, layout, iter_ptr, base_margin, code, prm, f32, f32_sum, lay, tabs, simple,
+    tree_nq, max_nodes, lr, forest, acc,
 ):  # fmt: skip
     """TreeInner or ForestInner with TreeSHAP attributions, streamed: no SHAP value is stored.
 
@@ -424,7 +466,7 @@ def shap_inner(
     for ch in prange(n_chunks):
         lo = ch * chunk
         hi = min(n_rows, lo + chunk)
-        hot, Zs, Os, R, C, S = _work(max_nodes, tq.shape[1])
+        hot, Zs, Os, R, C, S = _work(max_nodes, tabs[0].shape[1])
         idx = np.empty(ROW_BLOCK, dtype=np.uint64)
         buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
         F = np.empty((ROW_BLOCK, K))
@@ -459,7 +501,7 @@ def shap_inner(
                         if s != 0.0:
                             _linear_row(
                                 X, r0 + k, tree_offsets[t], tree_offsets[t + 1], nodes, lay,
-                                f32, simple[t], tq[nq], wq[nq], nq, s, acc, ch, c,
+                                tabs, f32, simple[t], nq, s, acc, ch, c,
                                 hot, Zs, Os, R, C, S,
                             )  # fmt: skip
                 for k in range(m):
@@ -474,6 +516,6 @@ def shap_inner(
                         if s != 0.0:
                             _linear_row(
                                 X, r0 + k, tree_offsets[t], tree_offsets[t + 1], nodes, lay,
-                                f32, simple[t], tq[nq], wq[nq], nq, s, acc, ch, c,
+                                tabs, f32, simple[t], nq, s, acc, ch, c,
                                 hot, Zs, Os, R, C, S,
                             )  # fmt: skip
