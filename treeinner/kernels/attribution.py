@@ -105,6 +105,31 @@ def path_attribution(X, nodes, layout, parent, p, tree_lo, tree_hi, f32, out):
 
 
 @njit(cache=True, inline="always")
+def _block_buffers(used, K):
+    """Per-thread buffers of a staged pass over blocks of ``ROW_BLOCK`` rows: leaf indices,
+    routing buffer, staged margins, their next values, gradients, hessians, gradient sums."""
+    return (
+        np.empty(ROW_BLOCK, dtype=np.uint64),
+        np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64),
+        np.empty((ROW_BLOCK, K)),
+        np.empty((ROW_BLOCK, K)),
+        np.empty((ROW_BLOCK, K)),
+        np.empty((ROW_BLOCK, K)),
+        np.zeros((ROW_BLOCK, K)),
+    )
+
+
+@njit(cache=True, inline="always")
+def _start_block(X, r0, m, used, buf, base_margin, F, gsum):
+    """Load rows ``r0:r0 + m`` for routing and reset their margins and gradient sums."""
+    _fill_buffer(X, r0, m, used, buf)
+    for k in range(m):
+        for c in range(base_margin.shape[0]):
+            F[k, c] = base_margin[c]
+            gsum[k, c] = 0.0
+
+
+@njit(cache=True, inline="always")
 def _round_gradients(code, prm, y, r0, m, F, g, h):
     """Gradients and hessians of rows ``r0:r0 + m`` at their staged margins ``F``."""
     if F.shape[1] > 1:
@@ -181,22 +206,12 @@ def staged_pass(
         Gc = G[ch]
         Hc = H[ch]
         Cc = C[ch]
-        idx = np.empty(ROW_BLOCK, dtype=np.uint64)
-        buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
-        F = np.empty((ROW_BLOCK, K))
-        delta = np.empty((ROW_BLOCK, K))
-        g = np.empty((ROW_BLOCK, K))
-        h = np.empty((ROW_BLOCK, K))
+        idx, buf, F, delta, g, h, gsum = _block_buffers(used, K)
         A = np.zeros((ROW_BLOCK, n_feat, K)) if forest else np.zeros((1, 1, 1))
-        gsum = np.zeros((ROW_BLOCK, K))
         for r0 in range(lo, hi, ROW_BLOCK):
             r1 = min(hi, r0 + ROW_BLOCK)
             m = r1 - r0
-            _fill_buffer(X, r0, m, used, buf)
-            for k in range(m):
-                for c in range(K):
-                    F[k, c] = base_margin[c]
-                    gsum[k, c] = 0.0
+            _start_block(X, r0, m, used, buf, base_margin, F, gsum)
             if forest:
                 A[:m] = 0.0
             for it in range(iter_ptr.shape[0] - 1):

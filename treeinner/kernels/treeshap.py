@@ -33,8 +33,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .attribution import _add_leaves, _round_gradients
-from .routing import ROW_BLOCK, _fill_buffer, _goes_left, _route_block
+from .attribution import _add_leaves, _block_buffers, _round_gradients, _start_block
+from .routing import ROW_BLOCK, _goes_left, _route_block
 
 
 @njit(cache=True, inline="always")
@@ -440,6 +440,19 @@ def tree_shap_classic(X, nodes, weight, player, max_depth, f32, out):
             )  # fmt: skip
 
 
+@njit(cache=True, inline="always")
+def _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple, nq, scale, acc, ar, g,
+                 hot, Zs, Os, R, C, S):  # fmt: skip
+    """Add ``scale[k]`` times tree t's TreeSHAP values of row ``r0 + k`` to ``acc[ar]``."""
+    tree_offsets = nodes[11]
+    for k in range(m):
+        if scale[k] != 0.0:
+            _linear_row(
+                X, r0 + k, tree_offsets[t], tree_offsets[t + 1], nodes, lay, tabs, f32,
+                simple, nq, scale[k], acc, ar, g, hot, Zs, Os, R, C, S,
+            )  # fmt: skip
+
+
 @njit(parallel=True, cache=True)
 def shap_inner(
     X, y, w, nodes, layout, iter_ptr, base_margin, code, prm, f32, f32_sum, lay, tabs, simple,
@@ -467,21 +480,12 @@ def shap_inner(
         lo = ch * chunk
         hi = min(n_rows, lo + chunk)
         hot, Zs, Os, R, C, S = _work(max_nodes, tabs[0].shape[1])
-        idx = np.empty(ROW_BLOCK, dtype=np.uint64)
-        buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
-        F = np.empty((ROW_BLOCK, K))
-        delta = np.empty((ROW_BLOCK, K))
-        g = np.empty((ROW_BLOCK, K))
-        h = np.empty((ROW_BLOCK, K))
-        gsum = np.zeros((ROW_BLOCK, K))
+        scale = np.empty(ROW_BLOCK)
+        idx, buf, F, delta, g, h, gsum = _block_buffers(used, K)
         for r0 in range(lo, hi, ROW_BLOCK):
             r1 = min(hi, r0 + ROW_BLOCK)
             m = r1 - r0
-            _fill_buffer(X, r0, m, used, buf)
-            for k in range(m):
-                for c in range(K):
-                    F[k, c] = base_margin[c]
-                    gsum[k, c] = 0.0
+            _start_block(X, r0, m, used, buf, base_margin, F, gsum)
             for it in range(iter_ptr.shape[0] - 1):
                 _round_gradients(code, prm, y, r0, m, F, g, h)
                 for k in range(m):
@@ -495,27 +499,17 @@ def shap_inner(
                     _add_leaves(delta, idx, value, m, c, f32_sum)
                     if forest:
                         continue
-                    nq = tree_nq[t]
                     for k in range(m):
-                        s = -w[r0 + k] * g[k, c] / lr[t]
-                        if s != 0.0:
-                            _linear_row(
-                                X, r0 + k, tree_offsets[t], tree_offsets[t + 1], nodes, lay,
-                                tabs, f32, simple[t], nq, s, acc, ch, c,
-                                hot, Zs, Os, R, C, S,
-                            )  # fmt: skip
+                        scale[k] = -w[r0 + k] * g[k, c] / lr[t]
+                    _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple[t], tree_nq[t],
+                                 scale, acc, ch, c, hot, Zs, Os, R, C, S)  # fmt: skip
                 for k in range(m):
                     for c in range(K):
                         F[k, c] = delta[k, c]
             if forest:
                 for t in range(tree_offsets.shape[0] - 1):
                     c = tree_group[t]
-                    nq = tree_nq[t]
                     for k in range(m):
-                        s = gsum[k, c]
-                        if s != 0.0:
-                            _linear_row(
-                                X, r0 + k, tree_offsets[t], tree_offsets[t + 1], nodes, lay,
-                                tabs, f32, simple[t], nq, s, acc, ch, c,
-                                hot, Zs, Os, R, C, S,
-                            )  # fmt: skip
+                        scale[k] = gsum[k, c]
+                    _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple[t], tree_nq[t],
+                                 scale, acc, ch, c, hot, Zs, Os, R, C, S)  # fmt: skip
