@@ -240,7 +240,7 @@ def get_objective(ens) -> Objective:
         adapter = import_module(f".adapters.{ens.source}", __package__)
         code, prm = adapter.kernel_objective(name, p, ens.n_outputs, prm)
         return Objective(name=name, code=code, prm=prm, n_outputs=ens.n_outputs)
-    if ens.source == "xgboost":
+    if ens.source in ("xgboost", "treeinner"):  # the native booster uses XGBoost's names
         if name not in _XGB_CODES:
             raise NotImplementedError(
                 f"Objective {name!r} has no per-row gradient here (ranking and refit objectives "
