@@ -23,3 +23,11 @@ __all__ = [
     "unbiased_gain",
 ]
 __version__ = "0.1.0.dev0"
+
+
+def __getattr__(name: str):
+    if name == "booster":  # the native booster, imported on first use (it loads scikit-learn)
+        import importlib
+
+        return importlib.import_module(".booster", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

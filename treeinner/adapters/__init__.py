@@ -29,8 +29,9 @@ def from_model(
     model : TreeEnsemble or a fitted booster
         ``xgboost.Booster``, ``XGBRegressor``, ``XGBClassifier``, ``XGBRanker``;
         ``lightgbm.Booster``, ``LGBMRegressor``, ``LGBMClassifier``, ``LGBMRanker``;
-        ``CatBoost``, ``CatBoostRegressor``, ``CatBoostClassifier``. A TreeEnsemble is
-        returned as it is.
+        ``CatBoost``, ``CatBoostRegressor``, ``CatBoostClassifier``; treeinner's own
+        ``GBMRegressor``, ``GBMClassifier`` (their ``ensemble_``). A TreeEnsemble is returned
+        as it is.
     learning_rate : float, optional
         The learning rate the model was trained with; by default read from the booster's
         configuration or recovered from the trees' statistics.
@@ -58,6 +59,10 @@ def from_model(
             changes["reg_lambda"] = float(reg_lambda)
         return model.replace(**changes)
     mod = _module_of(model)
+    if mod == "treeinner" and hasattr(model, "_treeinner_ensemble"):  # treeinner.booster
+        return from_model(
+            model._treeinner_ensemble(), learning_rate=learning_rate, reg_lambda=reg_lambda
+        )
     if mod == "xgboost":
         from . import xgboost as xgb_adapter
 

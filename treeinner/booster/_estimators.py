@@ -1,0 +1,657 @@
+"""scikit-learn estimators of the native booster: GBMRegressor and GBMClassifier."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import SimpleNamespace
+from typing import Any
+
+import numba
+import numpy as np
+import pandas as pd
+
+from .. import _input
+from .._staged import _weights
+from ..ensemble import TreeEnsemble
+from ..kernels.routing import MISSING_NAN, NUMERIC
+from ..objectives import Objective, get_objective
+from . import _train
+
+try:  # scikit-learn is optional: without it the estimators keep get_params / set_params
+    from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+    from sklearn.exceptions import NotFittedError
+except ImportError:  # pragma: no cover - exercised only without scikit-learn
+    from ._sklearn_compat import (  # type: ignore[assignment]
+        BaseEstimator,
+        ClassifierMixin,
+        NotFittedError,
+        RegressorMixin,
+    )
+
+__all__ = ["GBMClassifier", "GBMRegressor"]
+
+_SPLITS = ("gain", "unbiased")
+_RATIOS = ("1:1:1", "1:1+1")
+
+
+def _n_threads(n_jobs: int | None) -> int:
+    """Numba threads for ``n_jobs`` (None or -1: all; -k: all but k - 1)."""
+    most = numba.config.NUMBA_NUM_THREADS
+    if n_jobs is None:
+        return most
+    if isinstance(n_jobs, numbers.Integral) and not isinstance(n_jobs, bool) and n_jobs != 0:
+        return min(int(n_jobs), most) if n_jobs > 0 else max(1, most + 1 + int(n_jobs))
+    raise ValueError(f"n_jobs must be None or a non-zero integer, got {n_jobs!r}.")
+
+
+@contextmanager
+def _threads(n_jobs: int | None) -> Iterator[None]:
+    """Run Numba kernels with the threads of ``n_jobs`` (see :func:`_n_threads`)."""
+    n = _n_threads(n_jobs)
+    before = numba.get_num_threads()
+    numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def _objective(name: str, n_outputs: int) -> Objective:
+    """The objective with XGBoost's gradient conventions (the booster's objective names are
+    XGBoost's, and its node statistics are summed with these gradients)."""
+    stub = SimpleNamespace(
+        objective=name, objective_params={}, n_outputs=n_outputs, source="treeinner"
+    )
+    return get_objective(stub)
+
+
+def _int_param(
+    name: str, v: Any, lo: int, allow_none: bool = False, hi: int | None = None
+) -> int | None:
+    if v is None and allow_none:
+        return None
+    if (
+        not isinstance(v, numbers.Integral)
+        or isinstance(v, bool)
+        or v < lo
+        or (hi is not None and v > hi)
+    ):
+        what = f"an integer >= {lo}" + (f" and <= {hi}" if hi is not None else "")
+        what += " or None" if allow_none else ""
+        raise ValueError(f"{name} must be {what}, got {v!r}.")
+    return int(v)
+
+
+def _float_param(name: str, v: Any, lo: float, lo_open: bool, hi: float = np.inf) -> float:
+    ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v)
+    if ok:
+        v = float(v)
+        ok = (v > lo if lo_open else v >= lo) and v <= hi
+    if not ok:
+        bound = f"{'>' if lo_open else '>='} {lo}" + (f" and <= {hi}" if hi < np.inf else "")
+        raise ValueError(f"{name} must be a finite number {bound}, got {v!r}.")
+    return v
+
+
+def _as_matrix(X: Any) -> tuple[np.ndarray, list[str] | None]:
+    """Training features as a C-contiguous float64 array, and the column names of a DataFrame
+    whose columns are all strings."""
+    names = None
+    if isinstance(X, pd.DataFrame):
+        cats = [str(c) for c in X.columns if isinstance(X[c].dtype, pd.CategoricalDtype)]
+        if cats:
+            raise TypeError(
+                f"Categorical columns are not supported by the native booster: {cats[:5]}; "
+                "encode them as numbers first."
+            )
+        cols = [str(c) for c in X.columns]
+        if all(isinstance(c, str) for c in X.columns):
+            names = cols
+        arr = _input.frame_to_array(X, cols, True, None)
+    else:
+        if hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:
+            width = X.shape[1]
+        else:
+            width = np.asarray(X).shape[-1] if np.ndim(X) == 2 else -1
+        if width < 0:
+            raise ValueError(
+                f"X must be 2-D (rows x features); got shape {np.shape(X)}. "
+                "Use X.reshape(-1, 1) for a single feature."
+            )
+        n, blocks = _input.as_rows(X, width, [f"f{j}" for j in range(width)], False)
+        parts = [b.astype(np.float64, copy=False) for _, b in blocks]
+        arr = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    if arr.shape[0] == 0:
+        raise ValueError("X has no rows.")
+    if arr.shape[1] == 0:
+        raise ValueError("X has no features.")
+    if arr.shape[0] >= 2**31 - 1:
+        raise ValueError("The native booster handles fewer than 2**31 - 1 rows.")
+    return arr, names
+
+
+class _GBMBase(BaseEstimator):
+    """Shared parameters, fitting and prediction of GBMRegressor and GBMClassifier."""
+
+    def __init__(
+        self,
+        n_estimators: int = 100,
+        learning_rate: float = 0.1,
+        max_depth: int | None = 6,
+        num_leaves: int | None = None,
+        min_child_weight: float = 1.0,
+        min_samples_leaf: int = 1,
+        reg_lambda: float = 1.0,
+        min_split_gain: float = 0.0,
+        max_bins: int = 256,
+        subsample: float = 1.0,
+        colsample_bytree: float = 1.0,
+        split: str = "gain",
+        unbiased_ratio: str = "1:1:1",
+        early_stopping_rounds: int | None = None,
+        random_state: int | np.random.Generator | None = None,
+        n_jobs: int | None = None,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.max_depth = max_depth
+        self.num_leaves = num_leaves
+        self.min_child_weight = min_child_weight
+        self.min_samples_leaf = min_samples_leaf
+        self.reg_lambda = reg_lambda
+        self.min_split_gain = min_split_gain
+        self.max_bins = max_bins
+        self.subsample = subsample
+        self.colsample_bytree = colsample_bytree
+        self.split = split
+        self.unbiased_ratio = unbiased_ratio
+        self.early_stopping_rounds = early_stopping_rounds
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    # ------------------------------------------------------------------ parameters
+    def _config(self) -> _train.Config:
+        _n_threads(self.n_jobs)
+        if self.split not in _SPLITS:
+            raise ValueError(f"split must be one of {_SPLITS}, got {self.split!r}.")
+        if self.unbiased_ratio not in _RATIOS:
+            raise ValueError(
+                f"unbiased_ratio must be one of {_RATIOS}, got {self.unbiased_ratio!r}."
+            )
+        max_depth = _int_param("max_depth", self.max_depth, 1, allow_none=True)
+        num_leaves = _int_param("num_leaves", self.num_leaves, 2, allow_none=True)
+        if max_depth is None and num_leaves is None:
+            raise ValueError("Set max_depth or num_leaves (both None would grow without bound).")
+        msg = self.min_split_gain
+        if not (isinstance(msg, numbers.Real) and not isinstance(msg, bool) and np.isfinite(msg)):
+            raise ValueError(f"min_split_gain must be a finite number, got {msg!r}.")
+        return _train.Config(
+            n_estimators=_int_param("n_estimators", self.n_estimators, 1),
+            learning_rate=_float_param("learning_rate", self.learning_rate, 0.0, True),
+            max_depth=max_depth,
+            num_leaves=num_leaves,
+            min_child_weight=_float_param("min_child_weight", self.min_child_weight, 0.0, False),
+            min_samples_leaf=_int_param("min_samples_leaf", self.min_samples_leaf, 1),
+            reg_lambda=_float_param("reg_lambda", self.reg_lambda, 0.0, False),
+            min_split_gain=float(msg),
+            max_bins=_int_param("max_bins", self.max_bins, 2, hi=65536),
+            subsample=_float_param("subsample", self.subsample, 0.0, True, 1.0),
+            colsample_bytree=_float_param(
+                "colsample_bytree", self.colsample_bytree, 0.0, True, 1.0
+            ),
+            unbiased=self.split == "unbiased",
+            same_heldout=self.unbiased_ratio == "1:1+1",
+            early_stopping_rounds=_int_param(
+                "early_stopping_rounds", self.early_stopping_rounds, 1, allow_none=True
+            ),
+        )
+
+    def _rng(self) -> np.random.Generator:
+        rs = self.random_state
+        if rs is None or isinstance(rs, np.random.Generator):
+            return np.random.default_rng(rs)
+        if isinstance(rs, numbers.Integral) and not isinstance(rs, bool) and rs >= 0:
+            return np.random.default_rng(int(rs))
+        raise ValueError(
+            f"random_state must be None, a non-negative integer or a numpy Generator, got {rs!r}."
+        )
+
+    def __sklearn_tags__(self):  # scikit-learn >= 1.6: NaN is a missing value, not an error
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+    # ------------------------------------------------------------------ subclass hooks
+    def _encode_y(self, y: Any, fitting: bool) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _objective_name(self) -> tuple[str, int]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _base_margin(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ fitting
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        sample_weight: Any = None,
+        eval_set: Sequence[tuple[Any, Any]] | None = None,
+    ) -> _GBMBase:
+        """Fit the boosted trees.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), DataFrame or scipy sparse matrix
+            Numeric features; NaN (and absent sparse entries) are missing values.
+        y : array-like of shape (n_samples,)
+            Targets (GBMRegressor) or class labels (GBMClassifier).
+        sample_weight : array-like of shape (n_samples,), optional
+            Non-negative row weights; they multiply every row's gradient and hessian.
+        eval_set : list of (X, y) pairs, optional
+            Data sets whose loss is recorded after every round in ``evals_result_``; with
+            ``early_stopping_rounds``, training stops when the last one's loss has not improved
+            for that many rounds, and the model keeps the rounds up to the best one.
+
+        Returns
+        -------
+        self
+        """
+        cfg = self._config()
+        rng = self._rng()
+        Xa, names = _as_matrix(X)
+        n, p = Xa.shape
+        yv = self._encode_y(y, fitting=True)
+        name, n_out = self._objective_name()
+        obj = _objective(name, n_out)
+        yv = obj.check_labels(yv)
+        if yv.shape[0] != n:
+            raise ValueError(f"X has {n} rows but y has {yv.shape[0]}.")
+        w = _weights(sample_weight, n)
+        if not w.sum() > 0:
+            raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+        base = self._base_margin(yv, w)
+        self.n_features_in_ = p
+        if names is not None:
+            self.feature_names_in_ = np.array(names, dtype=object)
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        feature_names = names if names is not None else [f"f{j}" for j in range(p)]
+        evals = []
+        if eval_set is not None:
+            if (
+                isinstance(eval_set, tuple)
+                and len(eval_set) == 2
+                and not isinstance(eval_set[0], tuple)
+            ):
+                raise ValueError("eval_set must be a list of (X, y) pairs, e.g. [(X_val, y_val)].")
+            for k, pair in enumerate(eval_set):
+                if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                    raise ValueError(f"eval_set[{k}] must be an (X, y) pair.")
+                Xe = self._rows(pair[0], feature_names, names is not None, p)
+                ye = obj.check_labels(self._encode_y(pair[1], fitting=False))
+                if ye.shape[0] != Xe.shape[0]:
+                    raise ValueError(
+                        f"eval_set[{k}]: X has {Xe.shape[0]} rows but y has {ye.shape[0]}."
+                    )
+                evals.append((Xe, ye))
+        if cfg.early_stopping_rounds is not None and not evals:
+            raise ValueError("early_stopping_rounds needs an eval_set.")
+        with _threads(self.n_jobs):
+            res = _train.train(Xa, yv, w, obj, base, cfg, rng, evals)
+        self.ensemble_ = self._ensemble(res, obj, base, cfg, feature_names, names is not None)
+        self.feature_importances_ = res.importance
+        self.best_iteration_ = res.best_iteration
+        self.evals_result_ = res.evals_result
+        return self
+
+    @staticmethod
+    def _rows(X: Any, feature_names: list[str], named: bool, p: int) -> np.ndarray:
+        _, blocks = _input.as_rows(X, p, feature_names, named, None)
+        parts = [b.astype(np.float64, copy=False) for _, b in blocks]
+        return np.ascontiguousarray(parts[0] if len(parts) == 1 else np.concatenate(parts))
+
+    def _ensemble(
+        self,
+        res: _train.TrainResult,
+        obj: Objective,
+        base: np.ndarray,
+        cfg: _train.Config,
+        feature_names: list[str],
+        named: bool,
+    ) -> TreeEnsemble:
+        trees = res.trees
+        sizes = np.array([t.left.shape[0] for t in trees], dtype=np.int64)
+        offsets = np.zeros(len(trees) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum(sizes)
+        n_nodes = int(offsets[-1])
+
+        def cat(key: str) -> np.ndarray:
+            return np.concatenate([getattr(t, key) for t in trees])
+
+        def child(key: str) -> np.ndarray:
+            return np.concatenate(
+                [
+                    np.where(getattr(t, key) >= 0, getattr(t, key) + o, -1)
+                    for t, o in zip(trees, offsets)
+                ]
+            )
+
+        leaf_id = np.concatenate([np.arange(s, dtype=np.int32) for s in sizes])
+        n_out = obj.n_outputs
+        params = {
+            "booster": "treeinner",
+            "split": self.split,
+            "unbiased_ratio": self.unbiased_ratio if cfg.unbiased else None,
+            "n_estimators": cfg.n_estimators,
+            "max_depth": cfg.max_depth,
+            "num_leaves": cfg.num_leaves,
+            "min_child_weight": cfg.min_child_weight,
+            "min_samples_leaf": cfg.min_samples_leaf,
+            "min_split_gain": cfg.min_split_gain,
+            "max_bins": cfg.max_bins,
+            "subsample": cfg.subsample,
+            "colsample_bytree": cfg.colsample_bytree,
+            "node_statistics": "all training rows",
+        }
+        from .. import __version__
+
+        return TreeEnsemble(
+            tree_offsets=offsets,
+            left=child("left"),
+            right=child("right"),
+            feature=cat("feature"),
+            threshold=cat("threshold"),
+            split_type=np.full(n_nodes, NUMERIC, dtype=np.int8),
+            default_left=cat("default_left"),
+            missing_type=np.full(n_nodes, MISSING_NAN, dtype=np.int8),
+            value=cat("value"),
+            cover=cat("H"),
+            count=cat("C"),
+            gain=cat("gain"),
+            leaf_id=leaf_id,
+            cat_offsets=np.zeros(n_nodes + 1, dtype=np.int64),
+            cat_words=np.zeros(0, dtype=np.uint32),
+            tree_group=np.array(res.tree_group, dtype=np.int32),
+            tree_iteration=np.arange(len(trees), dtype=np.int32) // n_out,
+            learning_rate=np.full(len(trees), cfg.learning_rate),
+            tree_weight=np.ones(len(trees)),
+            base_margin=base,
+            feature_names=tuple(feature_names),
+            named=named,
+            reg_lambda=cfg.reg_lambda,
+            objective=obj.name,
+            objective_params={"num_class": n_out} if n_out > 1 else {},
+            decision_rule="float64 <=",
+            float32_sum=False,
+            source="treeinner",
+            source_version=__version__,
+            params=params,
+        )
+
+    # ------------------------------------------------------------------ prediction
+    def _treeinner_ensemble(self) -> TreeEnsemble:
+        """The fitted model as a TreeEnsemble (what ``treeinner.from_model`` returns)."""
+        ens = getattr(self, "ensemble_", None)
+        if ens is None:
+            raise NotFittedError(
+                f"This {type(self).__name__} is not fitted yet; call fit before using it."
+            )
+        return ens
+
+    def _margin(self, X: Any) -> np.ndarray:
+        ens = self._treeinner_ensemble()
+        with _threads(self.n_jobs):
+            return ens.predict_margin(X)
+
+
+class GBMRegressor(RegressorMixin, _GBMBase):
+    """Second-order gradient boosting (squared error) whose node statistics are exact.
+
+    Every node of every tree records the training rows' gradient sum G, hessian sum H
+    (``cover``) and row count (``count``), weighted by ``sample_weight``, at the margins of the
+    tree's boosting round; leaf values are exactly ``-learning_rate * G / (H + reg_lambda)``.
+    So every identity of treeinner's methods holds to rounding on the training data (the
+    total-gain identity of TreeInner with PreDecomp, node values from data, ...).
+
+    Splits are found on histograms: each feature is cut into at most ``max_bins - 1`` value
+    bins (one per distinct value when there are few enough, else quantile bins whose bounds are
+    training values) and a bin for missing values. A split sends ``x <= threshold`` left, the
+    threshold being the largest training value of the left bins; missing values (NaN) go to
+    the side that gives the larger gain (both are tried, as in XGBoost), or, at a node without
+    missing training values, to the side with the larger hessian sum.
+
+    Parameters
+    ----------
+    n_estimators : int, default 100
+        Boosting rounds.
+    learning_rate : float, default 0.1
+        Shrinkage of every tree.
+    max_depth : int or None, default 6
+        Maximal depth of a tree. None (only with ``num_leaves``) leaves depth unbounded.
+    num_leaves : int or None, default None
+        Grow trees best-first (largest gain, or score_3 with ``split="unbiased"``, first) up to
+        this many leaves; None grows depth-wise, every node that has a split worth taking, up
+        to ``max_depth``.
+    min_child_weight : float, default 1.0
+        Smallest hessian sum of a child (on the rows the split is chosen with, see ``split``).
+    min_samples_leaf : int, default 1
+        Smallest number of rows of a child (idem).
+    reg_lambda : float, default 1.0
+        L2 penalty on leaf values.
+    min_split_gain : float, default 0.0
+        A node is split only if its gain (``split="gain"``) or unbiased gain score_3
+        (``split="unbiased"``) exceeds this; may be negative.
+    max_bins : int, default 256
+        Bins per feature including the missing-value bin (bins are uint8 up to 256).
+    subsample : float, default 1.0
+        Fraction of the rows drawn (without replacement) for each tree's split search. The
+        node statistics and leaf values still use all training rows.
+    colsample_bytree : float, default 1.0
+        Fraction of the features drawn for each tree.
+    split : {"gain", "unbiased"}, default "gain"
+        "gain": XGBoost-style splits by the regularised gain
+        ``G_L^2/(H_L+lambda) + G_R^2/(H_R+lambda) - G^2/(H+lambda)``. "unbiased": UnbiasedGBM
+        (paper 000, Section 5.2, Algorithms 2 and 3): for every tree the rows are divided at
+        random into D, D1' and D2'; each feature's threshold (and missing direction) is chosen
+        by the gain on D; the feature by score_2, the unbiased gain of those splits with
+        the ratios rho = G/H from D1'; the node is split only if score_3, the unbiased gain of
+        the chosen split with training sums from D and D1' and ratios from D2', exceeds
+        ``min_split_gain``. The unbiased gain of a split of node t into L, R with training sums
+        G and held-out ratios rho is ``G_L rho_L + G_R rho_R - G_t rho_t`` (no lambda, the
+        paper's 1/(2n) dropped). ``min_child_weight`` and ``min_samples_leaf`` then apply to
+        each of D, D1' and D2' in every child, so every ratio is defined.
+    unbiased_ratio : {"1:1:1", "1:1+1"}, default "1:1:1"
+        Sizes of D, D1', D2' with ``split="unbiased"`` (ignored otherwise): thirds; or "1:1+1",
+        D half of the rows and D1' = D2' the other half (score_3 = score_2, the paper's
+        Appendix E.1 variant).
+    early_stopping_rounds : int or None, default None
+        Stop when the loss on the last ``eval_set`` has not improved for this many rounds and
+        keep the model up to the best round.
+    random_state : int, numpy Generator or None, default None
+        Seed of the row subsample, the column subsample and the D/D1'/D2' division (an int
+        makes the fit reproducible; results do not depend on ``n_jobs``).
+    n_jobs : int or None, default None
+        Threads of the Numba kernels (None or -1: all).
+
+    Attributes
+    ----------
+    ensemble_ : TreeEnsemble
+        The model (``source="treeinner"``, ``decision_rule="float64 <="``, objective
+        "reg:squarederror", ``base_margin`` the weighted mean of y; inner nodes' ``value`` is
+        0 as in every adapter). ``cover``, ``count`` and ``gain`` are the statistics of all
+        training rows (see Notes).
+    feature_importances_ : ndarray of shape (n_features,)
+        Total gain per feature (not normalised). With ``split="gain"`` the sum of
+        ``ensemble_.gain`` over the feature's splits. With ``split="unbiased"`` the sum of
+        score_3 over every node whose best split was evaluated, split or not: the paper's
+        Remark counts the non-positive unbiased gains of the splits not taken, so that a
+        feature unrelated to the target scores about 0; we also count splits left untaken
+        because ``num_leaves`` was reached, which would otherwise bias it upwards.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when X was a DataFrame with string column names.
+    best_iteration_ : int
+        The round (0-based) with the lowest loss on the last ``eval_set``; the last round
+        without one.
+    evals_result_ : dict
+        ``{"validation_k": {"loss": [...]}}``: the objective's mean loss (half the squared
+        error, log loss) on each ``eval_set`` after every round.
+
+    Notes
+    -----
+    Which rows the statistics use: the split search sees only part of the rows (the tree's
+    subsample; with ``split="unbiased"`` only D chooses thresholds, D1' the feature, D2' whether
+    to split), but every node's G, H and count, and so the leaf values and the stored gains, are
+    sums over **all** training rows reaching the node (as in the UnbiasedGBM reference code,
+    whose leaf values use all three parts). This makes the stored statistics exactly those a
+    recomputation from the training data gives, so treeinner's identities hold on the training
+    set for every mode, and it uses every row for the leaf values. ``ensemble_.gain`` is always
+    the regularised gain of these statistics (so ``treeinner.tree_inner(model, X_train,
+    y_train)`` equals it summed per feature); with ``split="unbiased"`` it is not the score the
+    split was chosen by.
+
+    Gradients follow XGBoost's conventions (the objective names are XGBoost's): squared error
+    g = F - y, h = 1; logistic g = p - y, h = max(p (1 - p), 1e-16); softmax g = p - 1[y = c],
+    h = max(2 p (1 - p), 1e-16), all times the sample weight.
+
+    The rows of each tree are divided into D, D1', D2' once per tree (Algorithm 2 re-divides
+    every node's rows; one division per tree keeps the held-out rows of every node disjoint
+    from the rows that chose its split, and lets every histogram be built by subtraction).
+    """
+
+    def _objective_name(self) -> tuple[str, int]:
+        return "reg:squarederror", 1
+
+    def _encode_y(self, y: Any, fitting: bool) -> np.ndarray:
+        # shape, dtype and finiteness are the objective's check_labels, run next
+        y = np.asarray(y)
+        if y.size == 0:
+            raise ValueError("y is empty.")
+        return y
+
+    def _base_margin(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return np.array([np.average(y, weights=w)])
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted values.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), DataFrame or scipy sparse matrix
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        return self._margin(X)
+
+
+class GBMClassifier(ClassifierMixin, _GBMBase):
+    """Second-order gradient boosting classifier whose node statistics are exact.
+
+    Binary targets use the logistic loss (objective "binary:logistic", one tree per round,
+    ``base_margin`` the log-odds of the weighted share of the second class); more classes the
+    softmax loss ("multi:softprob", one tree per class and round, ``base_margin`` the log of
+    the weighted class shares, so the first round starts from the class priors). Everything
+    else (parameters, attributes, which rows the statistics use) is as in
+    :class:`GBMRegressor`.
+
+    Parameters
+    ----------
+    n_estimators, learning_rate, max_depth, num_leaves, min_child_weight, min_samples_leaf, \
+reg_lambda, min_split_gain, max_bins, subsample, colsample_bytree, split, unbiased_ratio, \
+early_stopping_rounds, random_state, n_jobs
+        See :class:`GBMRegressor`.
+
+    Attributes
+    ----------
+    classes_ : ndarray
+        The class labels (sorted); ``predict`` returns them, ``predict_proba`` columns follow
+        them.
+    n_classes_ : int
+    ensemble_, feature_importances_, n_features_in_, feature_names_in_, best_iteration_, \
+evals_result_
+        See :class:`GBMRegressor`.
+    """
+
+    def _objective_name(self) -> tuple[str, int]:
+        k = len(self.classes_)
+        return ("binary:logistic", 1) if k == 2 else ("multi:softprob", k)
+
+    def _encode_y(self, y: Any, fitting: bool) -> np.ndarray:
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-D; got shape {y.shape}.")
+        if y.shape[0] == 0:
+            raise ValueError("y is empty.")
+        if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+            raise ValueError("y contains NaN or infinite labels.")
+        if y.dtype.kind == "O" and any(v is None or v != v for v in y):
+            raise ValueError("y contains missing labels (None or NaN).")
+        if fitting:
+            try:
+                classes, codes = np.unique(y, return_inverse=True)
+            except TypeError as e:
+                raise ValueError(f"Class labels must be sortable: {e}") from e
+            if classes.shape[0] < 2:
+                raise ValueError(f"y has {classes.shape[0]} class; a classifier needs at least 2.")
+            self.classes_ = classes
+            self.n_classes_ = int(classes.shape[0])
+            return codes.astype(np.float64)
+        pos = np.searchsorted(self.classes_, y)
+        pos = np.clip(pos, 0, len(self.classes_) - 1)
+        unknown = self.classes_[pos] != y
+        if np.any(unknown):
+            raise ValueError(f"y has labels not seen in training: {np.unique(y[unknown])[:5]}.")
+        return pos.astype(np.float64)
+
+    def _base_margin(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+        k = len(self.classes_)
+        share = np.bincount(y.astype(np.int64), weights=w, minlength=k) / w.sum()
+        if k == 2:
+            p = share[1]
+            if not 0.0 < p < 1.0:
+                raise ValueError("All the sample weight is on one class: nothing to classify.")
+            return np.array([np.log(p / (1.0 - p))])
+        return np.log(np.maximum(share, 1e-300))
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), DataFrame or scipy sparse matrix
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Columns in the order of ``classes_``; rows sum to 1.
+        """
+        F = self._margin(X)
+        if F.ndim == 1:
+            p = 1.0 / (1.0 + np.exp(-F))
+            return np.column_stack([1.0 - p, p])
+        e = np.exp(F - F.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted class labels (the most probable class).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), DataFrame or scipy sparse matrix
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        F = self._margin(X)
+        best = (F > 0).astype(np.int64) if F.ndim == 1 else np.argmax(F, axis=1)
+        return self.classes_[best]

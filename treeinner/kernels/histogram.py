@@ -1,0 +1,1017 @@
+"""Numba kernels of the native booster (:mod:`treeinner.booster`): binning, histograms, split
+finding, row partition, and the per-tree bookkeeping around them.
+
+Layout
+------
+* ``bins``: the binned training matrix, (n_rows, n_features) uint8 (or uint16 for more than 256
+  bins per feature), row-major. Feature ``f`` has ``n_bins[f]`` value bins; bin ``b`` holds the
+  values ``v`` with ``cuts[f, b - 1] < v <= cuts[f, b]``, so ``cuts[f, b]`` (the bin's upper
+  bound) is the largest training value in it. NaN goes to the missing bin ``n_bins[f]``.
+* Rows are referred to through ``idx`` (int32): every tree node owns the contiguous slice
+  ``idx[bounds[0]:bounds[P]]`` of it, itself cut into ``P`` parts (the row sets of the split
+  rule: all rows; or D, D1', D2' of UnbiasedGBM; plus, with row subsampling, the rows left out
+  of the tree, always last). Partitions are stable, so every node's slice stays sorted by part.
+* Histograms live in one flat float64 ``pool`` of slots; a slot holds ``n_hparts`` parts of
+  ``n_hbins`` bins of ``S`` channels (w g, w h, and with ``S == 3`` the row count). Feature ``f``
+  starts at bin ``off[f]`` and has ``n_bins[f] + 1`` bins (the last is the missing bin).
+* ``gh``: (n_rows, 2) float64, the weighted gradient and hessian of every row for the tree.
+
+A numeric split sends a row left iff its bin is ``<= thr_bin`` (value ``<= cuts[f, thr_bin]``),
+and missing values to the default side. Every kernel's result is independent of the number of
+threads: each histogram entry, node sum and split is computed by one thread in a fixed order.
+Kernels that do real work on many rows come in a parallel and a ``_serial`` version (the
+caller picks by the amount of work). All use NumPy's floating-point error model: a candidate
+split's score may divide by zero before the candidate is masked out as invalid.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from ..objectives import grad_hess, grad_hess_row
+
+ROW_BLOCK = 4096  # rows per parallel task where rows are independent
+PREFETCH_ROWS = 8  # rows ahead whose data the histogram loop prefetches
+_NEG_INF = -np.inf
+
+
+@intrinsic
+def _prefetch(typingctx, arr, i, j):
+    """Hint the CPU to load ``arr[i, j]`` into cache (LLVM's prefetch; no effect on results).
+
+    Rows of a deep node are scattered over the training matrix, so without it the histogram
+    loop waits on a cache miss for every row."""
+    sig = types.void(arr, i, j)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ii = context.cast(builder, args[1], signature.args[1], types.intp)
+        jj = context.cast(builder, args[2], signature.args[2], types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [ii, jj], wraparound=False)
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+# ---------------------------------------------------------------------- binning
+@njit(cache=True, error_model="numpy")
+def _greedy_bins(s, distinct, max_bins, out):
+    """Quantile bins of the sorted values ``s`` (``distinct`` distinct ones) into at most
+    ``max_bins`` bins; their upper bounds (values of ``s``) into ``out``, their number returned.
+
+    As LightGBM's greedy binning: a value holding at least 1/max_bins of the rows gets a bin of
+    its own; the other values fill bins of about equal counts, each bin's target being the rows
+    not yet binned over the bins still available for them."""
+    m = s.shape[0]
+    u = np.empty(distinct)
+    c = np.empty(distinct)
+    d = 0
+    for i in range(m):
+        if i == 0 or s[i] != s[i - 1]:
+            u[d] = s[i]
+            c[d] = 0.0
+            d += 1
+        c[d - 1] += 1.0
+    mean_all = m / max_bins
+    big_left = 0
+    rest_left = 0.0
+    for i in range(distinct):
+        if c[i] >= mean_all:
+            big_left += 1
+        else:
+            rest_left += c[i]
+    k = 0
+    cur = 0.0
+    for i in range(distinct):
+        if k == max_bins - 1:  # the last bin takes everything left
+            out[k] = u[distinct - 1]
+            return k + 1
+        if c[i] >= mean_all:
+            big_left -= 1
+            if cur > 0.0 and k + 2 + big_left <= max_bins:  # close the open bin first
+                out[k] = u[i - 1]
+                k += 1
+                if k == max_bins - 1:
+                    out[k] = u[distinct - 1]
+                    return k + 1
+            out[k] = u[i]
+            k += 1
+            cur = 0.0
+            continue
+        cur += c[i]
+        rest_left -= c[i]
+        room = max_bins - k - big_left  # bins for the other values, the open one included
+        if room > 1 and cur >= (cur + rest_left) / room:
+            out[k] = u[i]
+            k += 1
+            cur = 0.0
+    if cur > 0.0:
+        out[k] = u[distinct - 1]
+        k += 1
+    return k
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def find_cuts(XT, max_value_bins, cuts, n_bins):
+    """Bin upper bounds of every feature (row ``f`` of ``XT``; NaN ignored) into
+    ``cuts[f, :n_bins[f]]``.
+
+    With at most ``max_value_bins`` distinct values, one bin per value; otherwise quantile bins
+    (see :func:`_greedy_bins`).
+    """
+    p, n = XT.shape
+    for f in prange(p):
+        col = np.empty(n, dtype=np.float64)
+        m = 0
+        for i in range(n):
+            v = XT[f, i]
+            if not np.isnan(v):
+                col[m] = v
+                m += 1
+        if m == 0:
+            n_bins[f] = 0
+            continue
+        s = np.sort(col[:m])
+        distinct = 1
+        for i in range(1, m):
+            if s[i] != s[i - 1]:
+                distinct += 1
+        k = 0
+        if distinct <= max_value_bins:
+            for i in range(m):
+                if i == m - 1 or s[i + 1] != s[i]:
+                    cuts[f, k] = s[i]
+                    k += 1
+        else:
+            k = _greedy_bins(s, distinct, max_value_bins, cuts[f])
+        n_bins[f] = k
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def apply_bins(XT, cuts, n_bins, out):
+    """Bin of every entry of ``XT`` (features x rows) into ``out`` (same layout): the first
+    bin whose upper bound is ``>= x`` (clamped to the last value bin), ``n_bins[f]`` for NaN."""
+    p, n = XT.shape
+    for f in prange(p):
+        nb = n_bins[f]
+        c = cuts[f]
+        steps = 0
+        while (1 << steps) < nb:
+            steps += 1
+        for i in range(n):
+            v = XT[f, i]
+            if np.isnan(v) or nb == 0:
+                out[f, i] = nb
+                continue
+            lo = 0  # branch-free lower bound: the first b with c[b] >= v, or nb - 1
+            half = 1 << steps
+            for _ in range(steps):
+                half >>= 1
+                probe = min(lo + half, nb) - 1
+                if c[probe] < v:
+                    lo = probe + 1
+            out[f, i] = min(lo, nb - 1)
+
+
+# ---------------------------------------------------------------------- gradients
+@njit(cache=True, inline="always", error_model="numpy")
+def _gradient_rows(code, prm, y, w, F, gh, r0, r1, g, h):
+    K = F.shape[1]
+    for i in range(r0, r1):
+        if K == 1:
+            gi, hi = grad_hess(code, prm, y[i], F[i, 0])
+            gh[0, i, 0] = w[i] * gi
+            gh[0, i, 1] = w[i] * hi
+        else:
+            grad_hess_row(code, prm, y[i], F[i], g, h)
+            for c in range(K):
+                gh[c, i, 0] = w[i] * g[c]
+                gh[c, i, 1] = w[i] * h[c]
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def round_gradients(code, prm, y, w, F, gh):
+    """Weighted gradients and hessians of every row and output at margins ``F`` (n, K):
+    ``gh[c, i] = (w_i g_ic, w_i h_ic)``."""
+    n, K = F.shape
+    for blk in prange((n + ROW_BLOCK - 1) // ROW_BLOCK):
+        r0 = blk * ROW_BLOCK
+        _gradient_rows(code, prm, y, w, F, gh, r0, min(n, r0 + ROW_BLOCK), np.empty(K), np.empty(K))
+
+
+@njit(cache=True, error_model="numpy")
+def round_gradients_serial(code, prm, y, w, F, gh):
+    """:func:`round_gradients` on the calling thread."""
+    K = F.shape[1]
+    _gradient_rows(code, prm, y, w, F, gh, 0, F.shape[0], np.empty(K), np.empty(K))
+
+
+@njit(cache=True, error_model="numpy")
+def group_rows(role, n_parts, idx, bounds):
+    """Rows sorted by part (``role``), ascending within each part, into ``idx``; part ``r`` is
+    ``idx[bounds[r]:bounds[r + 1]]``."""
+    n = role.shape[0]
+    counts = np.zeros(n_parts + 1, dtype=np.int64)
+    for i in range(n):
+        counts[role[i] + 1] += 1
+    for r in range(n_parts):
+        counts[r + 1] += counts[r]
+    for r in range(n_parts + 1):
+        bounds[r] = counts[r]
+    for i in range(n):
+        r = role[i]
+        idx[counts[r]] = i
+        counts[r] += 1
+
+
+# ---------------------------------------------------------------------- histograms
+@njit(cache=True, inline="always", error_model="numpy")
+def _prefetch_row(bins, gh, i, f0, width):
+    """Prefetch row ``i``'s bins ``f0:f0 + width`` (both ends: they may span two cache lines)
+    and gradient."""
+    _prefetch(bins, i, f0)
+    _prefetch(bins, i, f0 + width - 1)
+    _prefetch(gh, i, 0)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _hist_rows2(bins, gh, idx, k0, k1, f0, nq, contiguous, feats, q0, fo, P2):
+    """Add rows ``idx[k0:k1]`` to the (w g, w h) bins ``P2[fo[q] + bin]`` of the features
+    ``feats[q0 + q]`` (a contiguous range starting at ``f0`` when ``contiguous``)."""
+    if contiguous:
+        for k in range(k0, k1):
+            if k + PREFETCH_ROWS < k1:
+                _prefetch_row(bins, gh, idx[k + PREFETCH_ROWS], f0, nq)
+            i = idx[k]
+            g = gh[i, 0]
+            h = gh[i, 1]
+            row = bins[i, f0 : f0 + nq]
+            for q in range(nq):
+                j = fo[q] + np.int64(row[q])
+                P2[j, 0] += g
+                P2[j, 1] += h
+    else:
+        last = feats[q0 + nq - 1] - f0 + 1
+        for k in range(k0, k1):
+            if k + PREFETCH_ROWS < k1:
+                _prefetch_row(bins, gh, idx[k + PREFETCH_ROWS], f0, last)
+            i = idx[k]
+            g = gh[i, 0]
+            h = gh[i, 1]
+            row = bins[i]
+            for q in range(nq):
+                j = fo[q] + np.int64(row[feats[q0 + q]])
+                P2[j, 0] += g
+                P2[j, 1] += h
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _hist_rows3(bins, gh, idx, k0, k1, f0, nq, contiguous, feats, q0, fo, P3):
+    """:func:`_hist_rows2` with a third channel, the row count."""
+    if contiguous:
+        for k in range(k0, k1):
+            if k + PREFETCH_ROWS < k1:
+                _prefetch_row(bins, gh, idx[k + PREFETCH_ROWS], f0, nq)
+            i = idx[k]
+            g = gh[i, 0]
+            h = gh[i, 1]
+            row = bins[i, f0 : f0 + nq]
+            for q in range(nq):
+                j = fo[q] + np.int64(row[q])
+                P3[j, 0] += g
+                P3[j, 1] += h
+                P3[j, 2] += 1.0
+    else:
+        last = feats[q0 + nq - 1] - f0 + 1
+        for k in range(k0, k1):
+            if k + PREFETCH_ROWS < k1:
+                _prefetch_row(bins, gh, idx[k + PREFETCH_ROWS], f0, last)
+            i = idx[k]
+            g = gh[i, 0]
+            h = gh[i, 1]
+            row = bins[i]
+            for q in range(nq):
+                j = fo[q] + np.int64(row[feats[q0 + q]])
+                P3[j, 0] += g
+                P3[j, 1] += h
+                P3[j, 2] += 1.0
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _hist_block(bins, gh, idx, bounds, n_hparts, feats, q0, q1, off, nbp, pool, base, n_hbins, S):
+    """Zero, then fill, the bins of features ``feats[q0:q1]`` of one node (its rows by part
+    from ``bounds``) in the slot starting at ``pool[base]``."""
+    nq = q1 - q0
+    if nq <= 0:
+        return
+    f0 = feats[q0]
+    contiguous = feats[q1 - 1] - f0 == nq - 1
+    fo = np.empty(nq, dtype=np.int64)
+    PS = pool.reshape((-1, S))
+    for r in range(n_hparts):
+        pb = (base + r * n_hbins * S) // S
+        for q in range(nq):
+            f = feats[q0 + q]
+            fo[q] = pb + off[f]
+            for j in range(fo[q], fo[q] + nbp[f]):
+                for c in range(S):
+                    PS[j, c] = 0.0
+        if S == 3:
+            _hist_rows3(
+                bins, gh, idx, bounds[r], bounds[r + 1], f0, nq, contiguous, feats, q0, fo, PS
+            )
+        else:
+            _hist_rows2(
+                bins, gh, idx, bounds[r], bounds[r + 1], f0, nq, contiguous, feats, q0, fo, PS
+            )
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def build_histograms(
+    bins, gh, idx, bounds, n_hparts, feats, fblock, off, nbp, pool, slots, n_hbins, S
+):
+    """Histograms of the nodes ``j`` (rows ``bounds[j]``) into slots ``slots[j]`` of ``pool``,
+    for the features in ``feats``; thread task ``t`` fills features ``feats[fblock[t]:fblock[t +
+    1]]`` of every node, so threads never share an entry and need no reduction."""
+    slot_size = n_hparts * n_hbins * S
+    for t in prange(fblock.shape[0] - 1):
+        for j in range(slots.shape[0]):
+            _hist_block(
+                bins,
+                gh,
+                idx,
+                bounds[j],
+                n_hparts,
+                feats,
+                fblock[t],
+                fblock[t + 1],
+                off,
+                nbp,
+                pool,
+                slots[j] * slot_size,
+                n_hbins,
+                S,
+            )
+
+
+@njit(cache=True, error_model="numpy")
+def build_histograms_serial(
+    bins, gh, idx, bounds, n_hparts, feats, fblock, off, nbp, pool, slots, n_hbins, S
+):
+    """:func:`build_histograms` on the calling thread (for small nodes)."""
+    slot_size = n_hparts * n_hbins * S
+    for j in range(slots.shape[0]):
+        _hist_block(
+            bins,
+            gh,
+            idx,
+            bounds[j],
+            n_hparts,
+            feats,
+            0,
+            feats.shape[0],
+            off,
+            nbp,
+            pool,
+            slots[j] * slot_size,
+            n_hbins,
+            S,
+        )
+
+
+@njit(cache=True, error_model="numpy")
+def subtract_histograms(pool, parent_slots, small_slots, slot_size):
+    """The larger child's histogram in place of its parent's: parent - smaller child."""
+    for j in range(parent_slots.shape[0]):
+        a = parent_slots[j] * slot_size
+        b = small_slots[j] * slot_size
+        for k in range(slot_size):
+            pool[a + k] -= pool[b + k]
+
+
+# ---------------------------------------------------------------------- split finding
+# Result columns of find_splits (per node): feature, threshold bin, default left, and the
+# three scores (gain on the split rows; UnbiasedGBM's score_2 and score_3).
+R_FEATURE = 0
+R_BIN = 1
+R_DEFAULT_LEFT = 2
+N_IRES = 3
+R_GAIN = 0
+R_SCORE2 = 1
+R_SCORE3 = 2
+N_FRES = 3
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _side_ok(h, c, lam, mcw, msl, S):
+    if h < mcw or h + lam <= 0.0 or h <= 0.0:
+        return False
+    return S < 3 or c >= msl
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _best_of(GL, HL, CL, n, Gt, Ht, Ct, lam, mcw, msl, S, gain):
+    """Split scores ``G_L^2/(H_L+lambda) + G_R^2/(H_R+lambda)`` of the candidates with left
+    sums ``GL[b], HL[b], CL[b]`` (-inf where a side is invalid) into ``gain``; returns the
+    first best candidate (-1 if none). The score loop has no branches, so it vectorises."""
+    for b in range(n):
+        gl = GL[b]
+        hl = HL[b]
+        gr = Gt - gl
+        hr = Ht - hl
+        v = gl * gl / (hl + lam) + gr * gr / (hr + lam)
+        ok = (hl >= mcw) & (hr >= mcw) & (hl > 0.0) & (hr > 0.0) & (hl + lam > 0.0)
+        ok = ok & (hr + lam > 0.0)
+        if S == 3:
+            ok = ok & (CL[b] >= msl) & (Ct - CL[b] >= msl)
+        gain[b] = v if ok else _NEG_INF
+    best = -1
+    top = _NEG_INF
+    for b in range(n):
+        if gain[b] > top:
+            top = gain[b]
+            best = b
+    return best
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _scan_gain(pool, base, f, off, n_bins, tot, lam, mcw, msl, S, scratch, out_i, out_f):
+    """Best split of feature ``f`` of one node by the regularised gain (histogram at
+    ``pool[base]``, node totals ``tot``); writes (bin, default left) and the gain.
+
+    Candidates: threshold bins below the last non-empty one with missing values right, and
+    (if the node has missing values) left; and all values left, missing right. Empty bins give
+    exact copies of the previous candidate, so the first best is the lowest threshold of its
+    partition. ``scratch`` holds 4 arrays of at least ``n_bins[f]`` entries."""
+    nb = n_bins[f]
+    b0 = base + off[f] * S
+    m = b0 + nb * S
+    Gt = tot[0]
+    Ht = tot[1]
+    Ct = tot[2]
+    GM = pool[m]
+    HM = pool[m + 1]
+    CM = pool[m + 2] if S == 3 else 0.0
+    has_miss = CM > 0.0 if S == 3 else (GM != 0.0 or HM != 0.0)
+    last = -1  # last non-empty value bin
+    for b in range(nb - 1, -1, -1):
+        j = b0 + b * S
+        if (pool[j + 2] > 0.0) if S == 3 else (pool[j] != 0.0 or pool[j + 1] != 0.0):
+            last = b
+            break
+    GL = scratch[0]
+    HL = scratch[1]
+    CL = scratch[2]
+    gain = scratch[3]
+    g = 0.0
+    h = 0.0
+    c = 0.0
+    for b in range(last + 1):
+        j = b0 + b * S
+        g += pool[j]
+        h += pool[j + 1]
+        GL[b] = g
+        HL[b] = h
+        if S == 3:
+            c += pool[j + 2]
+            CL[b] = c
+    parent = Gt * Gt / (Ht + lam)
+    best_b = -1
+    best_dl = False
+    best = _NEG_INF
+    hl_best = 0.0
+    if last >= 1:  # missing right, thresholds below the last non-empty bin
+        k = _best_of(GL, HL, CL, last, Gt, Ht, Ct, lam, mcw, msl, S, gain)
+        if k >= 0:
+            best, best_b, best_dl, hl_best = gain[k], k, False, HL[k]
+    if has_miss and last >= 0:
+        # every value left, missing right: the threshold is the largest value
+        k = _best_of(GL[last:], HL[last:], CL[last:], 1, Gt, Ht, Ct, lam, mcw, msl, S, gain)
+        if k >= 0 and gain[0] > best:
+            best, best_b, best_dl, hl_best = gain[0], last, False, HL[last]
+        if last >= 1:  # missing left
+            for b in range(last):
+                GL[b] += GM
+                HL[b] += HM
+                if S == 3:
+                    CL[b] += CM
+            k = _best_of(GL, HL, CL, last, Gt, Ht, Ct, lam, mcw, msl, S, gain)
+            if k >= 0 and gain[k] > best:
+                best, best_b, best_dl, hl_best = gain[k], k, True, HL[k]
+    if best_b >= 0 and not has_miss:
+        best_dl = hl_best >= Ht - hl_best  # no missing rows: NaN follows the larger side
+    out_i[R_BIN] = best_b
+    out_i[R_DEFAULT_LEFT] = 1 if best_dl else 0
+    g = best - parent if best_b >= 0 else _NEG_INF
+    out_f[R_GAIN] = g
+    out_f[R_SCORE2] = g
+    out_f[R_SCORE3] = g
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _best_unbiased(pre, P, lo, n, tot, lam, mcw, msl, gain):
+    """Gains on part 0 (D) of the candidates ``lo:lo + n`` with left sums ``pre[3 r + c, b]``
+    (part r, channel c), -inf unless every part leaves both children at least ``msl`` rows and
+    ``mcw`` (> 0) hessian; returns the first best candidate (-1 if none). Each pass over the
+    candidates is branch-free, so it vectorises."""
+    Gt = tot[0, 0]
+    Ht = tot[0, 1]
+    for b in range(lo, lo + n):
+        gl = pre[0, b]
+        hl = pre[1, b]
+        gr = Gt - gl
+        hr = Ht - hl
+        v = gl * gl / (hl + lam) + gr * gr / (hr + lam)
+        ok = (hl + lam > 0.0) & (hr + lam > 0.0)
+        gain[b] = v if ok else _NEG_INF
+    for r in range(P):
+        Hr = tot[r, 1]
+        Cr = tot[r, 2]
+        for b in range(lo, lo + n):
+            hl = pre[3 * r + 1, b]
+            cl = pre[3 * r + 2, b]
+            hr = Hr - hl
+            ok = (hl >= mcw) & (hr >= mcw) & (hl > 0.0) & (hr > 0.0)
+            ok = ok & (cl >= msl) & (Cr - cl >= msl)
+            gain[b] = gain[b] if ok else _NEG_INF
+    best = -1
+    top = _NEG_INF
+    for b in range(lo, lo + n):
+        if gain[b] > top:
+            top = gain[b]
+            best = b
+    return best
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _scan_unbiased(
+    pool, base, part_size, P, f, off, n_bins, tot, lam, mcw, msl, scratch, out_i, out_f
+):
+    """UnbiasedGBM (paper 000, Algorithm 2) for feature ``f`` of one node with ``P`` histogram
+    parts (D, D1'[, D2']) of three channels (w g, w h, count): the threshold (and missing
+    direction) maximising the regularised gain on D among the splits that leave every child at
+    least ``msl`` rows and ``mcw`` (> 0) hessian of every part; then score_2 = sum_u G_u^D
+    rho_u^(1) and score_3 = sum_u G_u^(D + D1') rho_u^(2) over u in (L, R, -node), with rho = G
+    / H of a held-out part (with two parts, D1' = D2' and score_3 = score_2). ``scratch`` holds
+    3 P + 2 arrays of at least ``n_bins[f] + 1`` entries."""
+    nb = n_bins[f]
+    pre = scratch
+    gain = scratch[3 * P]
+    miss = scratch[3 * P + 1]  # the missing bin of every part, channel by channel
+    has_miss = False
+    last = -1
+    for r in range(P):
+        b0 = base + r * part_size + off[f] * 3
+        for c in range(3):
+            miss[3 * r + c] = pool[b0 + nb * 3 + c]
+        if miss[3 * r + 2] > 0.0:
+            has_miss = True
+        for b in range(nb - 1, last, -1):
+            if pool[b0 + b * 3 + 2] > 0.0:
+                last = b
+                break
+    for r in range(P):
+        b0 = base + r * part_size + off[f] * 3
+        for c in range(3):
+            acc = 0.0
+            row = pre[3 * r + c]
+            for b in range(last + 1):
+                acc += pool[b0 + b * 3 + c]
+                row[b] = acc
+    best = _NEG_INF
+    best_b = -1
+    best_dl = False
+    if last >= 1:  # missing right, thresholds below the last non-empty bin
+        k = _best_unbiased(pre, P, 0, last, tot, lam, mcw, msl, gain)
+        if k >= 0:
+            best, best_b = gain[k], k
+    if has_miss and last >= 0:
+        # every value left, missing right
+        k = _best_unbiased(pre, P, last, 1, tot, lam, mcw, msl, gain)
+        if k >= 0 and gain[last] > best:
+            best, best_b = gain[last], last
+        if last >= 1:  # missing left
+            for r in range(P):
+                for c in range(3):
+                    row = pre[3 * r + c]
+                    mv = miss[3 * r + c]
+                    for b in range(last):
+                        row[b] += mv
+            k = _best_unbiased(pre, P, 0, last, tot, lam, mcw, msl, gain)
+            if k >= 0 and gain[k] > best:
+                best, best_b, best_dl = gain[k], k, True
+    out_i[R_BIN] = best_b
+    if best_b < 0:
+        out_i[R_DEFAULT_LEFT] = 0
+        out_f[R_GAIN] = _NEG_INF
+        out_f[R_SCORE2] = _NEG_INF
+        out_f[R_SCORE3] = _NEG_INF
+        return
+    out_f[R_GAIN] = best - tot[0, 0] * tot[0, 0] / (tot[0, 1] + lam)
+    # left sums of the best split, per part (pre holds missing-left sums below ``last``)
+    GL0 = pre[0, best_b]
+    GL1 = pre[3, best_b]
+    HL1 = pre[4, best_b]
+    if best_b < last and not best_dl and has_miss:  # undo the missing-left shift
+        GL0 -= miss[0]
+        GL1 -= miss[3]
+        HL1 -= miss[4]
+    if not has_miss:
+        hl = pre[1, best_b]
+        best_dl = hl >= tot[0, 1] - hl  # no missing rows here: missing values follow the majority
+    out_i[R_DEFAULT_LEFT] = 1 if best_dl else 0
+    # score_2: training side D, ratios from D1'
+    rl = GL1 / HL1
+    rr = (tot[1, 0] - GL1) / (tot[1, 1] - HL1)
+    rt = tot[1, 0] / tot[1, 1]
+    s2 = GL0 * rl + (tot[0, 0] - GL0) * rr - tot[0, 0] * rt
+    out_f[R_SCORE2] = s2
+    if P == 2:
+        out_f[R_SCORE3] = s2
+        return
+    # score_3: training side D + D1', ratios from D2'
+    GL2 = pre[6, best_b]
+    HL2 = pre[7, best_b]
+    if best_b < last and not best_dl and has_miss:
+        GL2 -= miss[6]
+        HL2 -= miss[7]
+    Tt = tot[0, 0] + tot[1, 0]
+    TL = GL0 + GL1
+    rl = GL2 / HL2
+    rr = (tot[2, 0] - GL2) / (tot[2, 1] - HL2)
+    rt = tot[2, 0] / tot[2, 1]
+    out_f[R_SCORE3] = TL * rl + (Tt - TL) * rr - Tt * rt
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _split_prepare(pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins):
+    """Node totals of (w g, w h, count) per part, summed over all bins of the first feature
+    (so that every candidate's right side, total - left, is consistent); the result buffers
+    and the widest feature's bin count."""
+    m = slots.shape[0]
+    nf = feats.shape[0]
+    part_size = n_hbins * S
+    slot_size = n_hparts * part_size
+    f0 = feats[0]
+    for j in range(m):
+        for r in range(n_hparts):
+            b0 = slots[j] * slot_size + r * part_size + off[f0] * S
+            g = 0.0
+            h = 0.0
+            c = 0.0
+            for b in range(n_bins[f0] + 1):
+                g += pool[b0 + b * S]
+                h += pool[b0 + b * S + 1]
+                if S == 3:
+                    c += pool[b0 + b * S + 2]
+            totals[j, r, 0] = g
+            totals[j, r, 1] = h
+            totals[j, r, 2] = c
+    max_nb = 1
+    for q in range(nf):
+        max_nb = max(max_nb, n_bins[feats[q]])
+    pi = np.empty((m * nf, N_IRES), dtype=np.int64)
+    pf = np.empty((m * nf, N_FRES), dtype=np.float64)
+    return pi, pf, max_nb
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _split_task(
+    task,
+    pool,
+    slots,
+    totals,
+    n_hparts,
+    n_hbins,
+    S,
+    feats,
+    off,
+    n_bins,
+    lam,
+    mcw,
+    msl,
+    unbiased,
+    max_nb,
+    pi,
+    pf,
+):
+    """The best split of feature ``feats[task % nf]`` of node ``task // nf``."""
+    nf = feats.shape[0]
+    j = task // nf
+    f = feats[task % nf]
+    part_size = n_hbins * S
+    base = slots[j] * n_hparts * part_size
+    if unbiased:
+        scratch = np.empty((3 * n_hparts + 2, max(max_nb + 1, 3 * n_hparts)))
+        _scan_unbiased(
+            pool,
+            base,
+            part_size,
+            n_hparts,
+            f,
+            off,
+            n_bins,
+            totals[j],
+            lam,
+            mcw,
+            msl,
+            scratch,
+            pi[task],
+            pf[task],
+        )
+    else:
+        scratch = np.empty((4, max_nb))
+        _scan_gain(
+            pool,
+            base,
+            f,
+            off,
+            n_bins,
+            totals[j, 0],
+            lam,
+            mcw,
+            msl,
+            S,
+            scratch,
+            pi[task],
+            pf[task],
+        )
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _split_pick(feats, unbiased, pi, pf, res_i, res_f):
+    """Per node, the feature whose best split scores highest (gain, or score_2 unbiased)."""
+    nf = feats.shape[0]
+    m = res_i.shape[0]
+    key = R_SCORE2 if unbiased else R_GAIN
+    for j in range(m):
+        best = -1
+        for q in range(nf):
+            t = j * nf + q
+            if pi[t, R_BIN] < 0:
+                continue
+            if best < 0 or pf[t, key] > pf[best, key]:
+                best = t
+        if best < 0:
+            res_i[j, R_FEATURE] = -1
+            res_i[j, R_BIN] = -1
+            res_i[j, R_DEFAULT_LEFT] = 0
+            for c in range(N_FRES):
+                res_f[j, c] = _NEG_INF
+        else:
+            res_i[j, R_FEATURE] = feats[best % nf]
+            res_i[j, R_BIN] = pi[best, R_BIN]
+            res_i[j, R_DEFAULT_LEFT] = pi[best, R_DEFAULT_LEFT]
+            for c in range(N_FRES):
+                res_f[j, c] = pf[best, c]
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def find_splits(
+    pool,
+    slots,
+    totals,
+    n_hparts,
+    n_hbins,
+    S,
+    feats,
+    off,
+    n_bins,
+    lam,
+    mcw,
+    msl,
+    unbiased,
+    res_i,
+    res_f,
+):
+    """Best split of every node ``j`` (histogram in slot ``slots[j]``) over the features
+    ``feats``; its per-part totals of (w g, w h, count) go to ``totals[j]``.
+
+    Gain mode: the feature and threshold with the largest gain. Unbiased mode: per feature the
+    threshold by gain on D, then the feature by score_2 (see :func:`_scan_unbiased`). Ties go to
+    the lower bin and the lower feature. ``res_i[j] = (feature, bin, default_left)`` (feature
+    -1: no valid split), ``res_f[j] = (gain, score_2, score_3)``. Parallel over (node,
+    feature) pairs.
+    """
+    pi, pf, max_nb = _split_prepare(pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins)
+    for task in prange(slots.shape[0] * feats.shape[0]):
+        _split_task(
+            task,
+            pool,
+            slots,
+            totals,
+            n_hparts,
+            n_hbins,
+            S,
+            feats,
+            off,
+            n_bins,
+            lam,
+            mcw,
+            msl,
+            unbiased,
+            max_nb,
+            pi,
+            pf,
+        )
+    _split_pick(feats, unbiased, pi, pf, res_i, res_f)
+
+
+@njit(cache=True, error_model="numpy")
+def find_splits_serial(
+    pool,
+    slots,
+    totals,
+    n_hparts,
+    n_hbins,
+    S,
+    feats,
+    off,
+    n_bins,
+    lam,
+    mcw,
+    msl,
+    unbiased,
+    res_i,
+    res_f,
+):
+    """:func:`find_splits` on the calling thread."""
+    pi, pf, max_nb = _split_prepare(pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins)
+    for task in range(slots.shape[0] * feats.shape[0]):
+        _split_task(
+            task,
+            pool,
+            slots,
+            totals,
+            n_hparts,
+            n_hbins,
+            S,
+            feats,
+            off,
+            n_bins,
+            lam,
+            mcw,
+            msl,
+            unbiased,
+            max_nb,
+            pi,
+            pf,
+        )
+    _split_pick(feats, unbiased, pi, pf, res_i, res_f)
+
+
+# ---------------------------------------------------------------------- partition
+@njit(cache=True, inline="always", error_model="numpy")
+def _partition_node(bins_t, idx, tmp, bnd, f, tb, dl, mb, cb):
+    """Stable partition of one node's rows (parts ``bnd``) by "bin <= tb" (missing bin ``mb``
+    to the default side), reading the split feature's column of ``bins_t`` (features x rows);
+    the children's part bounds into ``cb[0]`` and ``cb[1]``.
+
+    Branch-free: every row is written to both outputs and only one cursor advances."""
+    P = bnd.shape[0] - 1
+    s = bnd[0]
+    w = s
+    t = 0
+    d = np.int64(1) if dl != 0 else np.int64(0)
+    col = bins_t[f]
+    cb[0, 0] = s
+    for r in range(P):
+        t0 = t
+        for k in range(bnd[r], bnd[r + 1]):
+            i = idx[k]
+            b = np.int64(col[i])
+            go = d if b == mb else np.int64(b <= tb)
+            idx[w] = i
+            tmp[s + t] = i
+            w += go
+            t += 1 - go
+        cb[0, r + 1] = w
+        cb[1, r + 1] = t - t0  # right rows of part r; made a bound below
+    for k in range(t):
+        idx[w + k] = tmp[s + k]
+    cb[1, 0] = w
+    for r in range(P):
+        cb[1, r + 1] += cb[1, r]
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def partition(bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin, child_bounds):
+    """Split the rows of every node ``j`` of a batch (see :func:`_partition_node`)."""
+    for j in prange(bounds.shape[0]):
+        _partition_node(
+            bins_t,
+            idx,
+            tmp,
+            bounds[j],
+            feature[j],
+            thr_bin[j],
+            default_left[j],
+            miss_bin[j],
+            child_bounds[j],
+        )
+
+
+@njit(cache=True, error_model="numpy")
+def partition_serial(
+    bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin, child_bounds
+):
+    """:func:`partition` on the calling thread."""
+    for j in range(bounds.shape[0]):
+        _partition_node(
+            bins_t,
+            idx,
+            tmp,
+            bounds[j],
+            feature[j],
+            thr_bin[j],
+            default_left[j],
+            miss_bin[j],
+            child_bounds[j],
+        )
+
+
+# ---------------------------------------------------------------------- leaves
+@njit(cache=True, inline="always", error_model="numpy")
+def _finish_leaf(j, gh, idx, starts, ends, lr, lam, F, c, sums, values):
+    g = 0.0
+    h = 0.0
+    for k in range(starts[j], ends[j]):
+        i = idx[k]
+        g += gh[i, 0]
+        h += gh[i, 1]
+    sums[j, 0] = g
+    sums[j, 1] = h
+    sums[j, 2] = ends[j] - starts[j]
+    v = -lr * g / (h + lam)
+    values[j] = v
+    for k in range(starts[j], ends[j]):
+        F[idx[k], c] += v
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def finish_leaves(gh, idx, starts, ends, lr, lam, F, c, sums, values):
+    """For every leaf (rows ``idx[starts[j]:ends[j]]``, all parts): its (w g, w h, row count)
+    into ``sums[j]``, its value ``-lr G / (H + lam)`` into ``values[j]``, added to output ``c``
+    of its rows' margins ``F``."""
+    for j in prange(starts.shape[0]):
+        _finish_leaf(j, gh, idx, starts, ends, lr, lam, F, c, sums, values)
+
+
+@njit(cache=True, error_model="numpy")
+def finish_leaves_serial(gh, idx, starts, ends, lr, lam, F, c, sums, values):
+    """:func:`finish_leaves` on the calling thread."""
+    for j in range(starts.shape[0]):
+        _finish_leaf(j, gh, idx, starts, ends, lr, lam, F, c, sums, values)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _add_tree_rows(X, r0, r1, left, right, feature, threshold, default_left, value, F, c):
+    for i in range(r0, r1):
+        u = 0
+        while left[u] >= 0:
+            v = X[i, feature[u]]
+            if np.isnan(v):
+                u = left[u] if default_left[u] != 0 else right[u]
+            elif v <= threshold[u]:
+                u = left[u]
+            else:
+                u = right[u]
+        F[i, c] += value[u]
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def add_tree(X, left, right, feature, threshold, default_left, value, F, c):
+    """Route the rows of raw ``X`` through one tree ("x <= threshold", NaN to the default
+    side) and add the leaf values to output ``c`` of ``F``."""
+    n = X.shape[0]
+    for blk in prange((n + ROW_BLOCK - 1) // ROW_BLOCK):
+        r0 = blk * ROW_BLOCK
+        _add_tree_rows(
+            X,
+            r0,
+            min(n, r0 + ROW_BLOCK),
+            left,
+            right,
+            feature,
+            threshold,
+            default_left,
+            value,
+            F,
+            c,
+        )
+
+
+@njit(cache=True, error_model="numpy")
+def add_tree_serial(X, left, right, feature, threshold, default_left, value, F, c):
+    """:func:`add_tree` on the calling thread."""
+    _add_tree_rows(X, 0, X.shape[0], left, right, feature, threshold, default_left, value, F, c)
