@@ -197,27 +197,40 @@ def _partition(ens, X, t):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("kind", ["regression", "binary"])
-def test_first_tree_matches_xgboost_hist(seed, kind):
+@pytest.mark.parametrize("growth", ["depthwise", "lossguide"])
+@pytest.mark.parametrize("missing", [False, True])
+def test_first_tree_matches_xgboost_hist(seed, kind, growth, missing):
     """Integer features with fewer distinct values than bins (both libraries bin one value per
-    bin), the same lambda, min_child_weight and depth: the first tree splits the training rows
-    the same way on the same features, with the same gains."""
+    bin), the same lambda, min_child_weight and depth (or leaf budget, best-first against
+    XGBoost's lossguide): the first tree splits the training rows the same way on the same
+    features, with the same gains, and sends missing values the same way."""
     xgb = pytest.importorskip("xgboost")
     X, y = _int_data(seed=seed)
-    common = {"n_estimators": 1, "max_depth": 4, "learning_rate": LR, "reg_lambda": LAM}
-    common["min_child_weight"] = 2.0
+    if missing:
+        X[np.random.default_rng(seed + 10).random(X.shape) < 0.1] = np.nan
+    common = {"n_estimators": 1, "learning_rate": LR, "reg_lambda": LAM, "min_child_weight": 2.0}
+    if growth == "depthwise":
+        ours_kw, their_kw = {"max_depth": 4}, {"max_depth": 4}
+    else:
+        ours_kw = {"max_depth": None, "num_leaves": 10}
+        their_kw = {"max_depth": 0, "max_leaves": 10, "grow_policy": "lossguide"}
     if kind == "binary":
         y = (y > np.median(y)).astype(int)
-        ours = GBMClassifier(**common).fit(X, y)
+        ours = GBMClassifier(**common, **ours_kw).fit(X, y)
         base = 1.0 / (1.0 + np.exp(-ours.ensemble_.base_margin[0]))
-        theirs = xgb.XGBClassifier(**common, tree_method="hist", base_score=base, n_jobs=1)
+        theirs = xgb.XGBClassifier(
+            **common, **their_kw, tree_method="hist", base_score=base, n_jobs=1
+        )
     else:
-        ours = GBMRegressor(**common).fit(X, y)
-        theirs = xgb.XGBRegressor(**common, tree_method="hist", base_score=y.mean(), n_jobs=1)
+        ours = GBMRegressor(**common, **ours_kw).fit(X, y)
+        theirs = xgb.XGBRegressor(
+            **common, **their_kw, tree_method="hist", base_score=y.mean(), n_jobs=1
+        )
     theirs.fit(X, y)
     a = ours.ensemble_
     b = treeinner.from_model(theirs)
     assert (a.left >= 0).sum() >= 7
-    assert _partition(a, X, 0) == _partition(b, X, 0)
+    assert _partition(a, X, 0) == _partition(b, X, 0)  # the path names features and sides
     ga, gb = np.sort(a.gain[a.left >= 0]), np.sort(b.gain[b.left >= 0])
     np.testing.assert_allclose(ga, gb, rtol=1e-4, atol=1e-5 * gb.max())  # XGBoost: float32
 
