@@ -535,3 +535,79 @@ def test_empty_input():
     a = treeinner.predecomp(ens, X.iloc[:0])
     assert a.values.shape == (0, X.shape[1])
     assert list(a.to_frame().columns) == list(X.columns)
+
+
+# ----------------------------------------------------------------------------- to_shap
+def test_to_shap_single_output():
+    import shap
+
+    _, ens, X, _ = _model("reg:squarederror")
+    a = treeinner.tree_shap(ens, X)
+    e = a.to_shap(X)
+    assert isinstance(e, shap.Explanation)
+    np.testing.assert_array_equal(e.values, a.values)
+    np.testing.assert_array_equal(e.base_values, np.full(X.shape[0], a.bias[0]))
+    np.testing.assert_array_equal(e.data, X)  # NaN where missing
+    assert list(e.feature_names) == list(a.feature_names)
+    # additive to the margin, as shap's own explanations are
+    np.testing.assert_allclose(
+        e.values.sum(axis=1) + e.base_values, ens.predict_margin(X), rtol=1e-6, atol=1e-6
+    )
+    # shap's own TreeExplainer gives the same explanation
+    ref = shap.TreeExplainer(_model("reg:squarederror")[0])(X)
+    np.testing.assert_allclose(e.values, ref.values, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(e.base_values, ref.base_values, rtol=1e-5, atol=1e-5)
+    # without X: no data; slicing by row and feature works as in shap
+    e0 = a.to_shap()
+    assert e0.data is None
+    assert e0[3, 1].values == a.values[3, 1]
+    assert e0[:, "f1"].values.tolist() == a.values[:, 1].tolist()
+
+
+def test_to_shap_multiclass_and_categorical_frame():
+    _, ens, X, _ = _model("categorical-logistic-K3")
+    a = treeinner.predecomp(ens, X)
+    e = a.to_shap(X)
+    n, p = X.shape
+    assert e.values.shape == (n, p, 3) and e.base_values.shape == (n, 3)
+    assert list(e.output_names) == ["class_0", "class_1", "class_2"]
+    np.testing.assert_allclose(
+        e.values.sum(axis=1) + e.base_values, ens.predict_margin(X), rtol=1e-6, atol=1e-6
+    )
+    # categorical column: its codes as data, the DataFrame kept for display
+    codes = X["colour"].cat.codes.to_numpy().astype(float)
+    codes[codes < 0] = np.nan
+    np.testing.assert_array_equal(e.data[:, 4], codes)
+    np.testing.assert_array_equal(e.data[:, :4], X[["a", "b", "c", "d"]].to_numpy())
+    assert e.display_data is not None and list(e.display_data.columns) == list(X.columns)
+    for k in range(3):
+        ek = a.to_shap(X[X.columns[::-1]], output=k)  # columns matched by name
+        np.testing.assert_array_equal(ek.values, a.values[:, :, k])
+        np.testing.assert_array_equal(ek.base_values, np.full(n, a.bias[k]))
+        np.testing.assert_array_equal(ek.data, e.data)
+        np.testing.assert_array_equal(e[:, :, k].values, ek.values)
+
+
+def test_to_shap_errors(monkeypatch):
+    import sys
+
+    _, ens, X, _ = _model("softprob-K3")
+    a = treeinner.predecomp(ens, X)
+    for bad in (3, -1, 1.0, "class_0", True):
+        with pytest.raises(ValueError, match="output"):
+            a.to_shap(output=bad)
+    with pytest.raises(ValueError, match="shape"):
+        a.to_shap(X[:-1])
+    with pytest.raises(ValueError, match="shape"):
+        a.to_shap(X[:, :3])
+    with pytest.raises(ValueError, match="f3"):
+        a.to_shap(pd.DataFrame(X[:, :3], columns=["f0", "f1", "f2"]))
+    with pytest.raises(ValueError, match="'f1'.*numeric"):
+        a.to_shap(pd.DataFrame(X, columns=["f0", "f1", "f2", "f3"]).assign(f1="x"))
+    single = treeinner.predecomp(_model("reg:squarederror")[1], X)
+    assert single.to_shap(output=0).values.shape == X.shape
+    with pytest.raises(ValueError, match="output"):
+        single.to_shap(output=1)
+    monkeypatch.setitem(sys.modules, "shap", None)
+    with pytest.raises(ImportError, match=r"treeinner\[shap\]"):
+        a.to_shap(X)

@@ -479,3 +479,132 @@ def test_large_input_additive_over_rows():
     np.testing.assert_allclose(
         treeinner.forest_inner(booster, X, y, sample_weight=w).to_numpy(), fi_ref[:, 0], rtol=1e-6
     )
+
+
+# ---------------------------------------------------------------------- bootstrap
+def test_bootstrap_se_columns(frame_models):
+    names, X, y, _, binary, _ = frame_models
+    kw = {"n_repeats": 2, "random_state": 0}
+    base = treeinner.importance(binary, X, y, **kw)
+    df = treeinner.importance(binary, X, y, n_bootstrap=4, **kw)
+    # the point estimates first, unchanged, then one _se column per method in the same order
+    assert list(df.columns) == [*METHODS, *(f"{m}_se" for m in METHODS)]
+    pd.testing.assert_frame_equal(df[list(METHODS)], base)
+    assert list(base.columns) == list(METHODS)  # n_bootstrap=0: no se columns
+    assert np.all(df["total_gain_se"] == 0.0)
+    used = base["total_gain"] > 0
+    assert used.sum() >= 3
+    for m in METHODS:
+        if m != "total_gain":
+            assert np.all(df.loc[used, f"{m}_se"] > 0), m
+        assert np.all(np.isfinite(df[f"{m}_se"])) and np.all(df[f"{m}_se"] >= 0)
+    # features no split uses score 0 in every resample of the split-based methods
+    for m in ("tree_inner", "forest_inner", "abs_predecomp", "unbiased_gain"):
+        assert np.all(df.loc[~used, f"{m}_se"] == 0)
+
+
+def test_bootstrap_reproducible(frame_models):
+    _, X, y, _, binary, _ = frame_models
+    methods = ["tree_inner", "abs_shap", "permutation", "unbiased_gain"]
+
+    def run(seed):
+        return treeinner.importance(
+            binary, X, y, methods=methods, n_repeats=2, random_state=seed, n_bootstrap=4
+        )
+
+    a, b, c = run(3), run(3), run(4)
+    pd.testing.assert_frame_equal(a, b)
+    se = [f"{m}_se" for m in methods]
+    assert not np.allclose(a[se], c[se])
+    g1, g2 = np.random.default_rng(5), np.random.default_rng(5)
+    pd.testing.assert_frame_equal(
+        treeinner.importance(binary, X, y, methods=methods, random_state=g1, n_bootstrap=3),
+        treeinner.importance(binary, X, y, methods=methods, random_state=g2, n_bootstrap=3),
+    )
+
+
+def test_bootstrap_resample_is_the_estimate_on_the_resampled_rows():
+    """A resample's weights give what the method computes on the copied rows (deterministic
+    methods; unbiased gain through its exact expectation for squared error)."""
+    from treeinner.importance import _abs_rows, _replicate
+
+    X, y, w = _data("reg:squarederror", 400, p=5, seed=2)
+    ens = _ens(_train("reg:squarederror", X[:200], y[:200], rounds=12))
+    Xv, yv, wv = X[200:], y[200:], w[200:]
+    methods = [
+        "tree_inner", "tree_inner_shap", "forest_inner", "forest_inner_saabas",
+        "abs_predecomp", "abs_shap", "total_gain", "unbiased_gain",
+    ]  # fmt: skip
+    abs_rows = {m: _abs_rows(ens, Xv, m) for m in methods if m.startswith("abs_")}
+    n = Xv.shape[0]
+    counts = np.random.default_rng(0).multinomial(n, np.full(n, 1 / n))
+    assert counts.max() >= 3 and np.sum(counts == 0) > n / 5
+    rows = np.repeat(np.arange(n), counts)
+    rep = _replicate(ens, Xv, yv, methods, None, counts, 1, 0, abs_rows)
+    ref = treeinner.importance(ens, Xv[rows], yv[rows], methods=methods, random_state=0)
+    for m in methods:
+        np.testing.assert_allclose(rep[m], ref[m], rtol=1e-9, atol=1e-9, err_msg=m)
+    # with sample weights the counts multiply them (abs_* are unweighted means, as their
+    # point estimates)
+    inner = [m for m in methods if "inner" in m]
+    rep = _replicate(ens, Xv, yv, inner, wv, counts, 1, 0, {})
+    ref = treeinner.importance(ens, Xv[rows], yv[rows], methods=inner, sample_weight=wv[rows])
+    for m in inner:
+        np.testing.assert_allclose(rep[m], ref[m], rtol=1e-9, atol=1e-9, err_msg=m)
+
+
+def test_bootstrap_se_of_a_mean_matches_its_formula():
+    """abs_predecomp is a mean of per-row values: its bootstrap variance is var(v) / n."""
+    X, y, _ = _data("reg:squarederror", 500, p=5, seed=4)
+    booster = _train("reg:squarederror", X[:200], y[:200], rounds=15)
+    Xv, yv = X[200:], y[200:]
+    df = treeinner.importance(
+        booster, Xv, yv, methods=["abs_predecomp"], n_bootstrap=400, random_state=1
+    )
+    v = np.abs(treeinner.predecomp(booster, Xv).values)
+    expected = v.std(axis=0) / np.sqrt(v.shape[0])
+    used = expected > 0
+    np.testing.assert_allclose(df["abs_predecomp_se"][used], expected[used], rtol=0.2)
+
+
+def test_bootstrap_se_shrinks_like_one_over_sqrt_n():
+    """Four times the rows: half the standard error of a mean-type score (abs, permutation,
+    unbiased gain), twice that of a sum over rows (TreeInner, ForestInner), i.e. half of it
+    per row. A statistical check with a tolerant bound."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1100, 5))
+    y = 2 * X[:, 0] + X[:, 1] + 0.5 * X[:, 2] + rng.normal(size=1100)
+    ens = _ens(_train("reg:squarederror", X[:300], y[:300], rounds=15))
+    methods = ["tree_inner", "forest_inner", "abs_predecomp", "permutation", "unbiased_gain"]
+    sums = {"tree_inner", "forest_inner"}
+    se = {}
+    for n in (200, 800):
+        df = treeinner.importance(
+            ens, X[300 : 300 + n], y[300 : 300 + n], methods=methods, n_repeats=1,
+            random_state=1, n_bootstrap=30,
+        )  # fmt: skip
+        se[n] = np.array([df[f"{m}_se"].iloc[:3].sum() / (n if m in sums else 1) for m in methods])
+    ratio = se[200] / se[800]
+    assert np.all((ratio > 1.25) & (ratio < 3.2)), dict(zip(methods, ratio))
+    assert 1.45 < np.exp(np.log(ratio).mean()) < 2.75, dict(zip(methods, ratio))
+
+
+def test_bootstrap_multiclass_and_errors(frame_models):
+    names, X, _, y_mc, _, multi = frame_models
+    df = treeinner.importance(
+        multi, X, y_mc, methods=["tree_inner", "abs_shap"], n_bootstrap=4, random_state=0
+    )
+    assert list(df.columns) == ["tree_inner", "abs_shap", "tree_inner_se", "abs_shap_se"]
+    assert list(df.index) == names
+    assert np.all(df[["tree_inner_se", "abs_shap_se"]] > 0)
+    y = y_mc
+    for bad in (1, -2):
+        with pytest.raises(ValueError, match="n_bootstrap"):
+            treeinner.importance(multi, X, y, methods=["tree_inner"], n_bootstrap=bad)
+    for bad in (2.5, True, "10"):
+        with pytest.raises(TypeError, match="n_bootstrap"):
+            treeinner.importance(multi, X, y, methods=["tree_inner"], n_bootstrap=bad)
+    with pytest.raises(ValueError, match="row"):
+        treeinner.importance(multi, X.iloc[:0], y[:0], methods=["tree_inner"], n_bootstrap=2)
+    with pytest.raises(ValueError, match="random_state"):
+        treeinner.importance(multi, X, y, methods=["tree_inner"], n_bootstrap=2, random_state=-1)

@@ -4,12 +4,14 @@ from .adapters import from_model, load
 from .attribution import Attribution, node_values, predecomp, saabas
 from .ensemble import TreeEnsemble
 from .importance import forest_inner, importance, total_gain, tree_inner
+from .selection import select_features
 from .treeshap import tree_shap
 from .unbiased import unbiased_gain
 
 __all__ = [
     "Attribution",
     "TreeEnsemble",
+    "TreeInnerSelector",
     "forest_inner",
     "from_model",
     "importance",
@@ -17,6 +19,7 @@ __all__ = [
     "node_values",
     "predecomp",
     "saabas",
+    "select_features",
     "total_gain",
     "tree_inner",
     "tree_shap",
@@ -26,8 +29,12 @@ __version__ = "0.1.0.dev0"
 
 
 def __getattr__(name: str):
-    if name == "booster":  # the native booster, imported on first use (it loads scikit-learn)
-        import importlib
+    # imported on first use: the native booster and the selector load scikit-learn, the plots
+    # matplotlib (lazily, inside each function)
+    import importlib
 
-        return importlib.import_module(".booster", __name__)
+    if name in ("booster", "plot"):
+        return importlib.import_module(f".{name}", __name__)
+    if name == "TreeInnerSelector":
+        return importlib.import_module("._selector", __name__).TreeInnerSelector
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

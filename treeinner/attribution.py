@@ -29,6 +29,56 @@ def _kind(attribution: str) -> str:
 __all__ = ["Attribution", "node_values", "predecomp", "saabas"]
 
 
+def _feature_matrix(feature_names: Any, X: Any, n: int) -> tuple[np.ndarray, dict[int, list]]:
+    """X as a float (n, p) matrix in the attribution's feature order (DataFrame columns matched
+    by name, categorical columns as codes, NaN missing), and the category labels of the
+    categorical columns."""
+    names = [str(f) for f in feature_names]
+    p = len(names)
+    cats: dict[int, list] = {}
+    if isinstance(X, pd.DataFrame):
+        cols = [str(c) for c in X.columns]
+        missing = [f for f in names if f not in cols]
+        if missing:
+            raise ValueError(
+                f"X has no column for the features {missing[:10]}"
+                f"{' ...' if len(missing) > 10 else ''}."
+            )
+        frame = X.set_axis(cols, axis=1)
+        out = np.empty((X.shape[0], p))
+        for j, name in enumerate(names):
+            col = frame[name]
+            if isinstance(col, pd.DataFrame):
+                raise ValueError(f"X has more than one column named {name!r}.")
+            if isinstance(col.dtype, pd.CategoricalDtype):
+                codes = col.cat.codes.to_numpy().astype(np.float64)
+                out[:, j] = np.where(codes < 0, np.nan, codes)
+                cats[j] = [str(c) for c in col.cat.categories]
+                continue
+            try:
+                out[:, j] = pd.to_numeric(col).to_numpy(dtype=np.float64, na_value=np.nan)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"Column {name!r} of X is neither numeric nor categorical."
+                ) from None
+    elif hasattr(X, "tocoo") and hasattr(X, "nnz"):  # scipy sparse: absent entries missing
+        coo = X.tocoo()
+        out = np.full(coo.shape, np.nan)
+        out[coo.row, coo.col] = coo.data
+    else:
+        try:
+            out = np.asarray(X, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(
+                "X must be numeric: a 2-D array, a DataFrame or a scipy sparse matrix."
+            ) from None
+    if out.shape != (n, p):
+        raise ValueError(
+            f"X has shape {out.shape}, but the attribution explains {n} rows of {p} features."
+        )
+    return out, cats
+
+
 @dataclass(frozen=True)
 class Attribution:
     """Per-row, per-feature attributions.
@@ -70,6 +120,89 @@ class Attribution:
                 )
             v = v[:, :, output]
         return pd.DataFrame(v, columns=list(self.feature_names), index=self.index)
+
+    def to_shap(self, X: Any = None, output: int | None = None) -> Any:
+        """The attributions as a ``shap.Explanation``, so shap's own plots work on them.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame or scipy sparse matrix, optional
+            The explained rows, stored as the explanation's ``data`` (shap colours its
+            beeswarm by it). DataFrame columns are matched by feature name; categorical columns
+            become their category codes in ``data`` and the DataFrame is kept as
+            ``display_data``; absent sparse entries become NaN (missing, as the models read
+            them).
+        output : int, optional
+            For multi-output attributions, the output (class) to keep. By default all outputs
+            are kept: ``values`` of shape (n, p, K), ``base_values`` (n, K) and
+            ``output_names`` ``class_0 ..``, as shap's ``TreeExplainer`` returns them.
+
+        Returns
+        -------
+        shap.Explanation
+            ``values``, ``base_values`` (the bias of every row, so that ``values.sum(axis=1) +
+            base_values`` is the margin), ``data`` and ``feature_names``.
+
+        Raises
+        ------
+        ImportError
+            If shap is not installed.
+        """
+        try:
+            import shap
+        except ImportError as e:
+            raise ImportError(
+                "Attribution.to_shap needs shap; install it with pip install 'treeinner[shap]'."
+            ) from e
+        v = np.asarray(self.values, dtype=np.float64)
+        bias = np.asarray(self.bias, dtype=np.float64).reshape(-1)
+        n = v.shape[0]
+        output_names = None
+        if v.ndim == 3:
+            if output is None:
+                base = np.tile(bias, (n, 1))
+                output_names = [f"class_{k}" for k in range(v.shape[2])]
+            else:
+                k = self._output(output, v.shape[2])
+                v, base = v[:, :, k], np.full(n, bias[k])
+        else:
+            if output is not None:
+                self._output(output, 1)
+            base = np.full(n, bias[0])
+        data = display = None
+        if X is not None:
+            data, display = self._data(X, n)
+        return shap.Explanation(
+            values=v,
+            base_values=base,
+            data=data,
+            display_data=display,
+            feature_names=list(self.feature_names),
+            output_names=output_names,
+        )
+
+    @staticmethod
+    def _output(output: Any, n_outputs: int) -> int:
+        if (
+            isinstance(output, bool)
+            or not isinstance(output, (int, np.integer))
+            or not 0 <= output < n_outputs
+        ):
+            raise ValueError(
+                f"output must be an int in [0, {n_outputs}) for this attribution with "
+                f"{n_outputs} output(s), got {output!r}."
+            )
+        return int(output)
+
+    def _data(self, X: Any, n: int) -> tuple[np.ndarray, Any]:
+        """X as a float (n, p) matrix in the attribution's feature order, and the DataFrame to
+        display where it has categorical columns."""
+        out, cats = _feature_matrix(self.feature_names, X, n)
+        display = None
+        if cats:
+            names = list(self.feature_names)
+            display = X.set_axis([str(c) for c in X.columns], axis=1)[names]
+        return out, display
 
 
 def _tree_range(ens: TreeEnsemble, trees: Any) -> tuple[int, int]:
@@ -197,7 +330,7 @@ def predecomp(model: Any, X: Any, trees: Any = None, reference: Any = None) -> A
 def saabas(model: Any, X: Any, trees: Any = None) -> Attribution:
     """Saabas: per-row attributions from cover-weighted mean node values.
 
-    The same path decomposition as :func:`predecomp` with p(t) the hessian-weighted mean of
+    The same path decomposition as ``predecomp`` with p(t) the hessian-weighted mean of
     its children, as XGBoost's ``approx_contribs`` and shap's ``approximate=True`` use.
 
     Parameters

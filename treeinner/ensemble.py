@@ -555,7 +555,7 @@ class TreeEnsemble:
         Parameters
         ----------
         X : array-like, DataFrame or scipy sparse matrix
-            Rows to route, as for :meth:`predict_margin`.
+            Rows to route, as for ``predict_margin``.
         iteration_range : tuple of int, optional
             Boosting rounds ``[start, stop)`` to use.
 
@@ -617,7 +617,7 @@ class TreeEnsemble:
 
     @classmethod
     def load_npz(cls, path: str | os.PathLike) -> TreeEnsemble:
-        """Read an ensemble written by :meth:`save`.
+        """Read an ensemble written by ``save``.
 
         Parameters
         ----------

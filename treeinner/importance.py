@@ -101,7 +101,7 @@ def tree_inner(
         Labels, valid for the model's objective.
     attribution : {"predecomp", "saabas", "shap"}
         The per-tree attribution r. ``"shap"`` is path-dependent TreeSHAP (as
-        :func:`tree_shap`), computed tree by tree and weighted on the fly: no SHAP value is
+        ``tree_shap``), computed tree by tree and weighted on the fly: no SHAP value is
         stored.
     sample_weight : array-like of shape (n_samples,), optional
     reference : tuple, optional
@@ -131,8 +131,8 @@ def forest_inner(
 ) -> pd.Series | pd.DataFrame:
     """ForestInner: the forest-level inner product of attributions and negative gradients.
 
-    ForestInner(k) = (1/lr) sum_i [sum_m r_{m,k}(x_i)] [sum_m (-g_{i,m})], with sums over the
-    trees of each output (paper 003, Definition 5, as the authors' code computes it) and lr
+    ``ForestInner(k) = (1/lr) sum_i [sum_m r_{m,k}(x_i)] [sum_m (-g_{i,m})]``, with sums over
+    the trees of each output (paper 003, Definition 5, as the authors' code computes it) and lr
     the mean learning rate.
 
     Parameters
@@ -141,10 +141,10 @@ def forest_inner(
     X : array-like, DataFrame or scipy sparse matrix
     y : array-like of shape (n_samples,)
     attribution : {"predecomp", "saabas", "shap"}
-        As for :func:`tree_inner`.
+        As for ``tree_inner``.
     sample_weight : array-like of shape (n_samples,), optional
     reference : tuple, optional
-        As for :func:`tree_inner`.
+        As for ``tree_inner``.
 
     Returns
     -------
@@ -216,6 +216,127 @@ _INNER = {
     for suffix, a in (("", "predecomp"), ("_saabas", "saabas"), ("_shap", "shap"))
 }
 
+#: Every method name ``importance`` accepts, in display order.
+ALL_METHODS = (
+    *_INNER,
+    "abs_predecomp",
+    "abs_saabas",
+    "abs_shap",
+    "total_gain",
+    "permutation",
+    "unbiased_gain",
+)
+
+
+def _abs_rows(ens: TreeEnsemble, X: Any, m: str) -> np.ndarray:
+    """Per-row |attribution| of an ``abs_*`` method, summed over outputs: shape (n, p)."""
+    if m == "abs_shap":
+        attr = tree_shap(ens, X)
+    else:
+        attr = (predecomp if m == "abs_predecomp" else saabas)(ens, X)
+    v = np.abs(attr.values)
+    return v.sum(axis=2) if v.ndim == 3 else v
+
+
+def _check_bootstrap(n_bootstrap: Any) -> int:
+    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, (int, np.integer)):
+        raise TypeError(f"n_bootstrap must be an int, got {type(n_bootstrap).__name__}.")
+    if n_bootstrap < 0 or n_bootstrap == 1:
+        raise ValueError(
+            f"n_bootstrap must be 0 (no standard errors) or at least 2, got {n_bootstrap}."
+        )
+    return int(n_bootstrap)
+
+
+def _bootstrap_rng(random_state: Any) -> np.random.Generator:
+    """The generator of the bootstrap counts and of the replicates' seeds.
+
+    An int seeds a child of its seed sequence, so the counts are not drawn from the same
+    stream as the point estimates' permutations; a Generator is drawn from (after the point
+    estimates used it); None means fresh entropy."""
+    if random_state is None:
+        return np.random.default_rng()
+    if isinstance(random_state, np.random.Generator):
+        return np.random.default_rng(int(random_state.integers(0, 2**63)))
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        if random_state < 0:
+            raise ValueError(f"random_state must be non-negative, got {random_state}.")
+        return np.random.default_rng(np.random.SeedSequence(int(random_state)).spawn(1)[0])
+    raise TypeError(
+        f"random_state must be None, an int or a numpy Generator, got {type(random_state)}."
+    )
+
+
+def _n_rows(X: Any) -> int:
+    shape = getattr(X, "shape", None)
+    return int(shape[0]) if shape is not None else len(X)
+
+
+def _unbiased_exact(ens: TreeEnsemble, X: Any, y: Any, counts: np.ndarray) -> np.ndarray:
+    """``unbiased_gain``'s exact expectation (constant hessian, uniform weights) on the
+    multiset in which row i appears ``counts[i]`` times, without copying rows: the ratios are
+    sum c g / sum c h and k counts rows with multiplicity. Per feature, summed over outputs."""
+    from .unbiased import _subtree, _training_sums
+
+    Gt, _ = _training_sums(ens, None)
+    G, H, C, _, _ = _staged(ens, X, y, counts)
+    G, H, C = _subtree(ens, G), _subtree(ens, H), _subtree(ens, C)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(H != 0, G / H, 0.0)
+    inner = np.flatnonzero(ens.left >= 0)
+    L, R = ens.left[inner], ens.right[inner]
+    k = np.minimum(np.rint(C[L]), np.rint(C[R]))
+    ub = np.where(k >= 1, Gt[L] * r[L] + Gt[R] * r[R] - Gt[inner] * r[inner], 0.0)
+    group = ens.tree_group[ens._node_tree[inner]]
+    out = np.zeros((ens.n_features, ens.n_outputs))
+    np.add.at(out, (ens.feature[inner], group), ub)
+    return _total(_per_output(ens, out, "unbiased_gain")).to_numpy()
+
+
+def _replicate(
+    ens: TreeEnsemble,
+    X: Any,
+    y: Any,
+    methods: Sequence[str],
+    sample_weight: Any,
+    counts: np.ndarray,
+    n_repeats: int,
+    seed: int,
+    abs_rows: dict[str, np.ndarray],
+) -> dict[str, np.ndarray]:
+    """Every method on one bootstrap resample: row i counted ``counts[i]`` times.
+
+    ``abs_*`` reuse the per-row values in ``abs_rows`` (their point estimates are plain means
+    over rows); the other data-dependent methods are recomputed with ``counts`` multiplied
+    into the sample weights."""
+    n = counts.shape[0]
+    sw = counts.astype(np.float64)
+    user_w = None if sample_weight is None else _weights(sample_weight, n)
+    if user_w is not None:
+        sw = sw * user_w
+    out = {}
+    for m in methods:
+        if m in _INNER:
+            inner, a = _INNER[m]
+            out[m] = _total(inner(ens, X, y, a, sw)).to_numpy()
+        elif m in abs_rows:
+            out[m] = counts @ abs_rows[m] / n
+        elif m == "total_gain":
+            out[m] = _total(total_gain(ens)).to_numpy()
+        elif m == "permutation":
+            out[m] = _permutation(ens, X, y, sw, n_repeats, np.random.default_rng(seed))
+        elif m == "unbiased_gain":
+            from .unbiased import unbiased_gain
+
+            uniform = user_w is None or (np.all(user_w == user_w[0]) and user_w[0] > 0)
+            if get_objective(ens).constant_hessian and uniform:
+                # the point estimate's exact expectation over draws, on the resample
+                out[m] = _unbiased_exact(ens, X, y, counts)
+            else:
+                ug = unbiased_gain(ens, X, y, random_state=seed, sample_weight=sw)
+                out[m] = _total(ug).to_numpy()
+    return out
+
 
 def importance(
     model: Any,
@@ -225,6 +346,7 @@ def importance(
     sample_weight: Any = None,
     n_repeats: int = 5,
     random_state: Any = None,
+    n_bootstrap: int = 0,
 ) -> pd.DataFrame:
     """Several global importances side by side, one column per method.
 
@@ -240,31 +362,48 @@ def importance(
         ``abs_saabas``, ``abs_shap`` (mean |attribution|; ``abs_shap`` is mean |TreeSHAP|, the
         usual SHAP bar plot), ``total_gain`` and ``permutation`` (mean loss increase when the
         column is permuted, over ``n_repeats`` permutations) and ``unbiased_gain``
-        (:func:`unbiased_gain` with one draw). For multi-output models the columns hold the
+        (``unbiased_gain`` with one draw). For multi-output models the columns hold the
         totals over classes.
     sample_weight : array-like of shape (n_samples,), optional
     n_repeats : int
         Permutations per feature for ``permutation``.
     random_state : int or numpy Generator, optional
-        Seed of the permutations and of the unbiased gain's draws.
+        Seed of the permutations, of the unbiased gain's draws and of the bootstrap.
+    n_bootstrap : int
+        Number of bootstrap resamples of the evaluation rows (0: none, otherwise at least 2).
+        Each resample is a multinomial draw of n row counts (row i taken ``c_i`` times,
+        sum c_i = n) applied as integer row weights multiplied into ``sample_weight``; X is
+        never copied. For every method column ``m`` a column ``m_se`` is added: the standard
+        deviation over the resamples (``ddof=1``), the bootstrap standard error of ``m``.
+        ``abs_*`` reuse the attributions computed once (weighted means of per-row values);
+        TreeInner, ForestInner and permutation importance are recomputed with the weights, so
+        they cost ``n_bootstrap`` times their point estimate; ``total_gain`` does not depend on
+        the data (its standard error is 0). ``unbiased_gain`` with a constant hessian and
+        uniform weights is, as its point estimate, the exact expectation over draws on the
+        resample; otherwise its draws pick among all rows and the rows the resample left out
+        weigh 0, which makes its standard error somewhat conservative. Each resample's
+        permutations and draws get their own seed.
 
     Returns
     -------
-    pandas.DataFrame indexed by feature name.
+    pandas.DataFrame indexed by feature name: the method columns in the order of ``methods``
+    (identical to ``n_bootstrap=0``), then, with ``n_bootstrap``, the ``_se`` columns in the
+    same order.
     """
+    n_bootstrap = _check_bootstrap(n_bootstrap)
+    if n_bootstrap and _n_rows(X) == 0:
+        raise ValueError("n_bootstrap needs at least one evaluation row; X has none.")
     ens = from_model(model)
     cols = {}
+    abs_rows: dict[str, np.ndarray] = {}
     for m in methods:
         if m in _INNER:
             inner, a = _INNER[m]
             cols[m] = _total(inner(ens, X, y, a, sample_weight)).to_numpy()
         elif m in ("abs_predecomp", "abs_saabas", "abs_shap"):
-            if m == "abs_shap":
-                attr = tree_shap(ens, X)
-            else:
-                attr = (predecomp if m == "abs_predecomp" else saabas)(ens, X)
-            v = np.abs(attr.values)
-            v = v.sum(axis=2) if v.ndim == 3 else v
+            v = _abs_rows(ens, X, m)
+            if n_bootstrap:
+                abs_rows[m] = v
             cols[m] = v.mean(axis=0) if v.shape[0] else np.zeros(len(ens.output_names))
         elif m == "total_gain":
             cols[m] = _total(total_gain(ens)).to_numpy()
@@ -276,7 +415,23 @@ def importance(
             ug = unbiased_gain(ens, X, y, random_state=random_state, sample_weight=sample_weight)
             cols[m] = _total(ug).to_numpy()
         else:
-            raise ValueError(
-                f"Unknown importance method {m!r}; choose from {sorted({*METHODS, *_INNER})}."
+            raise ValueError(f"Unknown importance method {m!r}; choose from {list(ALL_METHODS)}.")
+    if n_bootstrap:
+        n = _n_rows(X)
+        rng = _bootstrap_rng(random_state)
+        pvals = np.full(n, 1.0 / n)
+        reps: dict[str, list[np.ndarray]] = {m: [] for m in cols}
+        for _ in range(n_bootstrap):
+            counts = rng.multinomial(n, pvals)
+            seed = int(rng.integers(0, 2**63))
+            rep = _replicate(
+                ens, X, y, list(cols), sample_weight, counts, n_repeats, seed, abs_rows
             )
+            for m in cols:
+                reps[m].append(rep[m])
+        for m in list(cols):
+            se = np.std(np.asarray(reps[m]), axis=0, ddof=1)
+            if m == "total_gain":  # no data dependence; NaN stays NaN (CatBoost)
+                se = np.where(np.isfinite(cols[m]), 0.0, np.nan)
+            cols[f"{m}_se"] = se
     return pd.DataFrame(cols, index=list(ens.output_names))

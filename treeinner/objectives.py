@@ -4,7 +4,7 @@ The gradient and hessian follow each booster's own convention where they differ 
 softmax hessian is 2 p (1 - p); its Poisson hessian is exp(F + max_delta_step)); they are what
 the booster summed into its node statistics, so the total-gain identity holds with them. Inside
 the Numba kernels an objective is an integer ``code`` and a float64 parameter vector ``prm``
-(see :class:`Objective`); ``grad_hess_row`` evaluates one row for all outputs at once.
+(see ``Objective``); ``grad_hess_row`` evaluates one row for all outputs at once.
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ class Objective:
 
 
 def get_objective(ens) -> Objective:
-    """The :class:`Objective` of a TreeEnsemble.
+    """The ``Objective`` of a TreeEnsemble.
 
     Parameters
     ----------

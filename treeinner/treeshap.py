@@ -200,7 +200,7 @@ def tree_shap(model: Any, X: Any, trees: Any = None, weights: str = "auto") -> A
     model : TreeEnsemble or a supported booster
         The model; it must store node covers (hessian sums).
     X : array-like of shape (n_samples, n_features), DataFrame or scipy sparse matrix
-        Rows to explain, as for :meth:`TreeEnsemble.predict_margin`.
+        Rows to explain, as for ``TreeEnsemble.predict_margin``.
     trees : slice or tuple of int, optional
         A slice of trees, or an ``(start, stop)`` range of boosting rounds.
     weights : {"auto", "cover", "count"}

@@ -22,7 +22,7 @@ def _module_of(obj: Any) -> str:
 def from_model(
     model: Any, *, learning_rate: float | None = None, reg_lambda: float | None = None
 ) -> TreeEnsemble:
-    """Convert a fitted booster into a :class:`~treeinner.TreeEnsemble`.
+    """Convert a fitted booster into a ``treeinner.TreeEnsemble``.
 
     Parameters
     ----------
@@ -125,7 +125,7 @@ def load(
     path : str or path-like
         The file to read.
     learning_rate, reg_lambda : float, optional
-        As in :func:`from_model`: by default recovered from the trees' statistics, with a
+        As in ``from_model``: by default recovered from the trees' statistics, with a
         warning when that is impossible.
 
     Returns

@@ -822,7 +822,7 @@ def from_model(
     ``CatBoostClassifier``.
 
     The model is exported with ``save_model(..., format="json")`` to a temporary file and read
-    back with :func:`from_json` (no pickle).
+    back with ``from_json`` (no pickle).
 
     Parameters
     ----------

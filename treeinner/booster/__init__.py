@@ -1,6 +1,6 @@
 """A native second-order gradient boosting library whose node statistics are exact.
 
-:class:`GBMRegressor` and :class:`GBMClassifier` are scikit-learn estimators (histogram splits,
+``GBMRegressor`` and ``GBMClassifier`` are scikit-learn estimators (histogram splits,
 learned missing-value directions, row and column subsampling, early stopping, and UnbiasedGBM's
 split rule with ``split="unbiased"``). Every node of the fitted ``ensemble_`` stores the training
 rows' gradient sum, hessian sum and count, and leaf values are ``-lr G / (H + lambda)``, so all of

@@ -1,5 +1,5 @@
 """The boosting loop and tree growth of the native booster (the heavy work is in
-:mod:`treeinner.kernels.histogram`; this module only keeps the per-node bookkeeping)."""
+``treeinner.kernels.histogram``; this module only keeps the per-node bookkeeping)."""
 
 from __future__ import annotations
 

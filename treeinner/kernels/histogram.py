@@ -1,4 +1,4 @@
-"""Numba kernels of the native booster (:mod:`treeinner.booster`): binning, histograms, split
+"""Numba kernels of the native booster (``treeinner.booster``): binning, histograms, split
 finding, row partition, and the per-tree bookkeeping around them.
 
 Layout
@@ -127,7 +127,7 @@ def find_cuts(XT, max_value_bins, cuts, n_bins):
     ``cuts[f, :n_bins[f]]``.
 
     With at most ``max_value_bins`` distinct values, one bin per value; otherwise quantile bins
-    (see :func:`_greedy_bins`).
+    (see ``_greedy_bins``).
     """
     p, n = XT.shape
     for f in prange(p):
@@ -211,7 +211,7 @@ def round_gradients(code, prm, y, w, F, gh):
 
 @njit(cache=True, error_model="numpy")
 def round_gradients_serial(code, prm, y, w, F, gh):
-    """:func:`round_gradients` on the calling thread."""
+    """``round_gradients`` on the calling thread."""
     K = F.shape[1]
     _gradient_rows(code, prm, y, w, F, gh, 0, F.shape[0], np.empty(K), np.empty(K))
 
@@ -277,7 +277,7 @@ def _hist_rows2(bins, gh, idx, k0, k1, f0, nq, contiguous, feats, q0, fo, P2):
 
 @njit(cache=True, inline="always", error_model="numpy")
 def _hist_rows3(bins, gh, idx, k0, k1, f0, nq, contiguous, feats, q0, fo, P3):
-    """:func:`_hist_rows2` with a third channel, the row count."""
+    """``_hist_rows2`` with a third channel, the row count."""
     if contiguous:
         for k in range(k0, k1):
             if k + PREFETCH_ROWS < k1:
@@ -368,7 +368,7 @@ def build_histograms(
 def build_histograms_serial(
     bins, gh, idx, bounds, n_hparts, feats, fblock, off, nbp, pool, slots, n_hbins, S
 ):
-    """:func:`build_histograms` on the calling thread (for small nodes)."""
+    """``build_histograms`` on the calling thread (for small nodes)."""
     slot_size = n_hparts * n_hbins * S
     for j in range(slots.shape[0]):
         _hist_block(
@@ -798,7 +798,7 @@ def find_splits(
     ``feats``; its per-part totals of (w g, w h, count) go to ``totals[j]``.
 
     Gain mode: the feature and threshold with the largest gain. Unbiased mode: per feature the
-    threshold by gain on D, then the feature by score_2 (see :func:`_scan_unbiased`). Ties go to
+    threshold by gain on D, then the feature by score_2 (see ``_scan_unbiased``). Ties go to
     the lower bin and the lower feature. ``res_i[j] = (feature, bin, default_left)`` (feature
     -1: no valid split), ``res_f[j] = (gain, score_2, score_3)``. Parallel over (node,
     feature) pairs.
@@ -845,7 +845,7 @@ def find_splits_serial(
     res_i,
     res_f,
 ):
-    """:func:`find_splits` on the calling thread."""
+    """``find_splits`` on the calling thread."""
     pi, pf, max_nb = _split_prepare(pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins)
     for task in range(slots.shape[0] * feats.shape[0]):
         _split_task(
@@ -906,7 +906,7 @@ def _partition_node(bins_t, idx, tmp, bnd, f, tb, dl, mb, cb):
 
 @njit(parallel=True, cache=True, error_model="numpy")
 def partition(bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin, child_bounds):
-    """Split the rows of every node ``j`` of a batch (see :func:`_partition_node`)."""
+    """Split the rows of every node ``j`` of a batch (see ``_partition_node``)."""
     for j in prange(bounds.shape[0]):
         _partition_node(
             bins_t,
@@ -925,7 +925,7 @@ def partition(bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin
 def partition_serial(
     bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin, child_bounds
 ):
-    """:func:`partition` on the calling thread."""
+    """``partition`` on the calling thread."""
     for j in range(bounds.shape[0]):
         _partition_node(
             bins_t,
@@ -969,7 +969,7 @@ def finish_leaves(gh, idx, starts, ends, lr, lam, F, c, sums, values):
 
 @njit(cache=True, error_model="numpy")
 def finish_leaves_serial(gh, idx, starts, ends, lr, lam, F, c, sums, values):
-    """:func:`finish_leaves` on the calling thread."""
+    """``finish_leaves`` on the calling thread."""
     for j in range(starts.shape[0]):
         _finish_leaf(j, gh, idx, starts, ends, lr, lam, F, c, sums, values)
 
@@ -1013,5 +1013,5 @@ def add_tree(X, left, right, feature, threshold, default_left, value, F, c):
 
 @njit(cache=True, error_model="numpy")
 def add_tree_serial(X, left, right, feature, threshold, default_left, value, F, c):
-    """:func:`add_tree` on the calling thread."""
+    """``add_tree`` on the calling thread."""
     _add_tree_rows(X, 0, X.shape[0], left, right, feature, threshold, default_left, value, F, c)

@@ -255,7 +255,7 @@ def predict_margin(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32
 
 @njit(cache=True)
 def predict_margin_serial(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out):
-    """:func:`predict_margin` on the calling thread (small inputs: no thread start-up)."""
+    """``predict_margin`` on the calling thread (small inputs: no thread start-up)."""
     n_rows = X.shape[0]
     for r0 in range(0, n_rows, ROW_BLOCK):
         r1 = min(n_rows, r0 + ROW_BLOCK)
@@ -290,7 +290,7 @@ def leaf_index(X, nodes, layout, tree_lo, tree_hi, f32, out):
 
 @njit(cache=True)
 def leaf_index_serial(X, nodes, layout, tree_lo, tree_hi, f32, out):
-    """:func:`leaf_index` on the calling thread."""
+    """``leaf_index`` on the calling thread."""
     n_rows = X.shape[0]
     for r0 in range(0, n_rows, ROW_BLOCK):
         _leaf_block(X, nodes, layout, tree_lo, tree_hi, f32, out, r0, min(n_rows, r0 + ROW_BLOCK))

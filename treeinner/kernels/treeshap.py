@@ -8,9 +8,9 @@ player are one feature in the Shapley game.
 
 Two algorithms:
 
-* :func:`tree_shap_classic`: Lundberg et al. (2018), Algorithm 2, as a depth-first walk with an
+* ``tree_shap_classic``: Lundberg et al. (2018), Algorithm 2, as a depth-first walk with an
   explicit stack; O(L D^2) per row and tree. The reference the tests check the other against.
-* The linear algorithm used everywhere else (:func:`tree_shap`, :func:`shap_inner`). With
+* The linear algorithm used everywhere else (``tree_shap``, ``shap_inner``). With
   ``z_j`` the cover fraction and ``o_j`` in {0, 1} the indicator of feature j's splits on the
   path to a leaf of value v (repeated splits on one feature merged by products),
 
@@ -20,7 +20,7 @@ Two algorithms:
   t^|S| (1 - t)^(d - 1 - |S|) (the polynomial view of Linear TreeShap, Yu et al. 2022). The
   integrand is a polynomial of degree < d, so Gauss-Legendre quadrature with ceil(D / 2)
   points is exact for trees of depth D. Per row and tree, a forward pass over the nodes in
-  breadth-first order (parents first; :func:`edge_layout`) gives every node, per quadrature
+  breadth-first order (parents first; ``edge_layout``) gives every node, per quadrature
   point, the product R of its path's factors; a backward pass sums S(c) = sum over the leaves
   below c of v R, and the edge into c adds w_q (o - z) / (z (1 - t_q) + o t_q) S_q(c) to the
   edge's player (for a player met again on the path, the difference of its merged and
@@ -260,7 +260,7 @@ def _linear_row(
 ):
     """Add ``scale`` times the TreeSHAP values of the tree at positions ``lo:hi`` (output
     ``g``) for row ``row`` of ``X`` to ``acc[ar, player, g]``. ``lay`` is
-    :func:`edge_layout`, ``tabs`` :func:`edge_tables` (the tree uses ``nq`` quadrature
+    ``edge_layout``, ``tabs`` ``edge_tables`` (the tree uses ``nq`` quadrature
     points); ``simple``: the tree's splits are numeric with NaN going the default way (read
     without branches); ``hot``, ``Zs``, ``Os`` (merged z, o), ``R``, ``C``, ``S`` are work
     arrays of at least the tree's size."""
@@ -357,7 +357,7 @@ def _linear_row(
 
 @njit(cache=True)
 def _work(max_nodes, n_q):
-    """Per-thread work arrays of :func:`_linear_row`."""
+    """Per-thread work arrays of ``_linear_row``."""
     return (
         np.empty(max_nodes, dtype=np.int64),
         np.empty(max_nodes),
@@ -392,7 +392,7 @@ def tree_shap(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes,
     """Add the path-dependent TreeSHAP values of trees ``tree_lo:tree_hi`` to ``out``.
 
     ``out`` has shape (n_rows, n_players, n_outputs), float64, zeroed by the caller. ``lay``
-    is :func:`edge_layout`, ``tabs`` :func:`edge_tables`; ``simple[t]`` flags trees whose
+    is ``edge_layout``, ``tabs`` ``edge_tables``; ``simple[t]`` flags trees whose
     splits are all numeric with NaN going the default way; tree t uses ``tree_nq[t]``
     quadrature points; ``max_nodes`` bounds the size of every tree; ``f32`` as in the routing
     kernels. Parallel over blocks of
@@ -410,7 +410,7 @@ def tree_shap(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes,
 @njit(cache=True)
 def tree_shap_serial(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32,
                      out):  # fmt: skip
-    """:func:`tree_shap` on the calling thread (small inputs: no thread start-up)."""
+    """``tree_shap`` on the calling thread (small inputs: no thread start-up)."""
     _shap_rows(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32, out,
                0, X.shape[0])  # fmt: skip
 
@@ -418,7 +418,7 @@ def tree_shap_serial(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max
 @njit(cache=True)
 def tree_shap_classic(X, nodes, weight, player, max_depth, f32, out):
     """Algorithm 2 of Lundberg et al. (2018), serial, every tree: the reference of the tests.
-    Same arguments and output as :func:`tree_shap`."""
+    Same arguments and output as ``tree_shap``."""
     tree_offsets = nodes[11]
     tree_group = nodes[12]
     d = max_depth + 2
@@ -466,7 +466,7 @@ def shap_inner(
     the margin before the tree's round); for ForestInner (``forest``) the rows' summed negative
     gradients are collected first, then every tree's values are added scaled by ``w`` times
     them. ``acc`` has shape (n_chunks, n_players, n_outputs); one chunk of rows per thread.
-    The TreeSHAP arguments are those of :func:`tree_shap`.
+    The TreeSHAP arguments are those of ``tree_shap``.
     """
     value = nodes[9]
     tree_offsets = nodes[11]

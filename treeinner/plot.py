@@ -1,0 +1,403 @@
+"""Plots of importances and attributions (matplotlib, imported only when a plot is drawn).
+
+- ``importance``: several importance methods side by side on one normalized scale, with
+  negative scores visible and bootstrap error bars (``treeinner.importance(...,
+  n_bootstrap=...)``).
+- ``summary``: a beeswarm of per-row attributions coloured by the feature's value.
+- ``dependence``: a feature's value against its attribution.
+
+Every function draws on ``ax`` if given (otherwise on a new figure) and returns the Axes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .attribution import _feature_matrix
+
+__all__ = ["dependence", "importance", "summary"]
+
+_MISSING_COLOR = "#8c8c8c"
+_CMAP = "coolwarm"
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise ImportError(
+            "treeinner.plot needs matplotlib; install it with pip install 'treeinner[plot]'."
+        ) from e
+    return plt
+
+
+def _axes(ax: Any, width: float, height: float) -> Any:
+    if ax is not None:
+        return ax
+    _, ax = _pyplot().subplots(figsize=(width, height))
+    return ax
+
+
+def _positive_int(name: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name} must be a positive integer, got {v!r}.")
+    return int(v)
+
+
+# ---------------------------------------------------------------------- importance
+def importance(
+    frame: pd.DataFrame | pd.Series,
+    methods: Sequence[str] | str | None = None,
+    normalize: bool = True,
+    ax: Any = None,
+    top: int | None = None,
+) -> Any:
+    """Compare importance methods side by side: horizontal grouped bars, one group per feature.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame or pandas.Series
+        Scores indexed by feature name with one column per method, as
+        ``treeinner.importance`` returns them. A column ``m_se`` (from ``n_bootstrap``)
+        draws error bars of +- one standard error on method ``m``.
+    methods : sequence of str, optional
+        Columns to plot, in this order (bars top to bottom within a group, and the legend).
+        Default: every numeric column not ending in ``_se``.
+    normalize : bool
+        Divide each method's scores (and standard errors) by the sum of the absolute values of
+        its scores over all features (including those ``top`` leaves out), so methods on
+        different scales share one axis while signs are kept: a negative TreeInner (a feature
+        the model only overfit) is drawn to the left of the zero line.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on; a new figure otherwise.
+    top : int, optional
+        Show only the ``top`` features ranked highest by the first method.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        Features are sorted by the first method, highest at the top; NaN scores (e.g.
+        CatBoost's total gain) are drawn as no bar and sorted last.
+    """
+    if isinstance(frame, pd.Series):
+        frame = frame.to_frame(name=frame.name if frame.name is not None else "score")
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(
+            f"frame must be a pandas DataFrame of scores (treeinner.importance), got "
+            f"{type(frame).__name__}."
+        )
+    numeric = [
+        str(c)
+        for c in frame.columns
+        if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
+    ]
+    frame = frame.set_axis([str(c) for c in frame.columns], axis=1)
+    candidates = [c for c in numeric if not c.endswith("_se")]
+    if not candidates:
+        raise ValueError(
+            "frame has no numeric score columns to plot (expected the output of "
+            "treeinner.importance)."
+        )
+    if methods is None:
+        methods = candidates
+    elif isinstance(methods, str):
+        methods = [methods]
+    methods = list(methods)
+    if not methods:
+        raise ValueError("methods is empty; name at least one column of frame.")
+    unknown = [m for m in methods if m not in candidates]
+    if unknown:
+        raise ValueError(
+            f"Unknown or non-numeric method column(s) {unknown}; frame has {candidates}."
+        )
+    if frame.shape[0] == 0:
+        raise ValueError("frame has no rows (features) to plot.")
+    if top is not None:
+        top = _positive_int("top", top)
+
+    values, errors = {}, {}
+    for m in methods:
+        v = frame[m].to_numpy(dtype=np.float64)
+        se = frame[f"{m}_se"].to_numpy(dtype=np.float64) if f"{m}_se" in numeric else None
+        if normalize:
+            scale = float(np.nansum(np.abs(v)))
+            if scale > 0 and np.isfinite(scale):
+                v = v / scale
+                se = None if se is None else se / scale
+        values[m], errors[m] = v, se
+
+    first = values[methods[0]]
+    order = np.argsort(-np.where(np.isnan(first), -np.inf, first), kind="stable")
+    if top is not None:
+        order = order[:top]
+    names = [str(frame.index[i]) for i in order]
+    n_feat, n_meth = len(order), len(methods)
+
+    ax = _axes(ax, 7.0, 1.0 + 0.28 * n_feat * max(1.0, n_meth / 2))
+    height = 0.8 / n_meth
+    pos = np.arange(n_feat, dtype=np.float64)
+    for j, m in enumerate(methods):
+        se = errors[m]
+        ax.barh(
+            pos + (j - (n_meth - 1) / 2) * height,
+            values[m][order],
+            height=height,
+            xerr=None if se is None else se[order],
+            label=m,
+            error_kw={"ecolor": "black", "elinewidth": 0.8, "capsize": 2},
+        )
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    ax.set_yticks(pos)
+    ax.set_yticklabels(names)
+    ax.set_ylim(n_feat - 0.5, -0.5)  # first feature at the top
+    ax.set_xlabel("score / sum of |scores| of the method" if normalize else "score")
+    ax.set_ylabel("feature")
+    ax.set_title("Feature importance")
+    if n_meth > 1 or errors[methods[0]] is not None:
+        ax.legend(title="method", loc="best", fontsize="small")
+    return ax
+
+
+# ---------------------------------------------------------------------- attributions
+def _attribution_values(attribution: Any, output: Any) -> tuple[np.ndarray, str]:
+    """(n, p) values of one output, and a label suffix naming the output."""
+    values = getattr(attribution, "values", None)
+    names = getattr(attribution, "feature_names", None)
+    if values is None or names is None:
+        raise TypeError(
+            "attribution must be a treeinner Attribution (from predecomp, saabas or tree_shap), "
+            f"got {type(attribution).__name__}."
+        )
+    v = np.asarray(values, dtype=np.float64)
+    n_out = v.shape[2] if v.ndim == 3 else 1
+    if output is not None and (
+        isinstance(output, bool)
+        or not isinstance(output, (int, np.integer))
+        or not 0 <= output < n_out
+    ):
+        raise ValueError(
+            f"output must be an int in [0, {n_out}) for this attribution with {n_out} "
+            f"output(s), got {output!r}."
+        )
+    if v.ndim == 3:
+        if output is None:
+            raise ValueError(
+                f"This attribution has {n_out} outputs (classes); pass output= to pick one."
+            )
+        return v[:, :, int(output)], f" (output {int(output)})"
+    if v.ndim != 2:
+        raise ValueError(f"attribution values must be 2-D or 3-D, got shape {v.shape}.")
+    return v, ""
+
+
+def _feature_index(attribution: Any, feature: Any, what: str = "feature") -> int:
+    names = [str(f) for f in attribution.feature_names]
+    if isinstance(feature, (int, np.integer)) and not isinstance(feature, bool):
+        if not -len(names) <= feature < len(names):
+            raise ValueError(f"{what} index {feature} is out of range for {len(names)} features.")
+        return int(feature) % len(names)
+    if isinstance(feature, str):
+        if feature not in names:
+            raise ValueError(
+                f"Unknown {what} {feature!r}; the attribution's features are "
+                f"{names[:20]}{' ...' if len(names) > 20 else ''}."
+            )
+        return names.index(feature)
+    raise TypeError(f"{what} must be a feature name or an int index, got {feature!r}.")
+
+
+def _unit_colors(x: np.ndarray) -> np.ndarray:
+    """Feature values mapped to [0, 1] by their 5th and 95th percentiles (min and max where
+    those coincide; 0.5 for a constant feature); NaN stays NaN."""
+    finite = x[np.isfinite(x)]
+    if finite.size == 0:
+        return np.full(x.shape, np.nan)
+    lo, hi = np.percentile(finite, [5, 95])
+    if hi <= lo:
+        lo, hi = float(finite.min()), float(finite.max())
+    if hi <= lo:
+        return np.where(np.isfinite(x), 0.5, np.nan)
+    with np.errstate(invalid="ignore"):
+        return np.clip((x - lo) / (hi - lo), 0.0, 1.0)
+
+
+def _swarm(v: np.ndarray, n_bins: int = 100) -> np.ndarray:
+    """Vertical offsets in [-1, 1] stacking points of similar value (a beeswarm): values are
+    binned and the points of a bin alternate above and below the axis."""
+    n = v.shape[0]
+    out = np.zeros(n)
+    if n == 0:
+        return out
+    lo, hi = float(v.min()), float(v.max())
+    bins = (
+        np.minimum(((v - lo) / (hi - lo) * n_bins).astype(np.int64), n_bins - 1)
+        if hi > lo
+        else np.zeros(n, dtype=np.int64)
+    )
+    order = np.lexsort((v, bins))
+    b = bins[order]
+    starts = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])
+    rank = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    layer = (rank + 1) // 2
+    out[order] = np.where(rank % 2 == 1, layer, -layer)
+    top = np.abs(out).max()
+    return out / top if top > 0 else out
+
+
+def summary(
+    attribution: Any,
+    X: Any,
+    max_display: int = 20,
+    output: int | None = None,
+    ax: Any = None,
+) -> Any:
+    """Beeswarm of per-row attributions, one row of points per feature.
+
+    Features are ordered by mean |attribution| (largest at the top); each point is one row of
+    ``X`` at its attribution, coloured by the feature's value: blue low to red high, with the
+    colours spread between the feature's 5th and 95th percentiles; missing values are grey.
+
+    Parameters
+    ----------
+    attribution : Attribution
+        From ``treeinner.predecomp``, ``treeinner.saabas`` or
+        ``treeinner.tree_shap``.
+    X : array-like of shape (n_samples, n_features), DataFrame or scipy sparse matrix
+        The explained rows (DataFrame columns matched by feature name; categorical columns are
+        coloured by category code).
+    max_display : int
+        Number of features shown.
+    output : int, optional
+        Output (class) to plot; required for multi-output attributions.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on; a new figure otherwise.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        One scatter collection per feature (labelled with its name; a second one labelled
+        ``"<name> (missing)"`` holds the rows where the feature is missing), and a colour bar
+        "feature value" from low to high.
+    """
+    v, suffix = _attribution_values(attribution, output)
+    max_display = _positive_int("max_display", max_display)
+    n, _ = v.shape
+    Xv, _ = _feature_matrix(attribution.feature_names, X, n)
+    names = [str(f) for f in attribution.feature_names]
+    mean_abs = np.abs(v).mean(axis=0) if n else np.zeros(v.shape[1])
+    shown = np.argsort(-mean_abs, kind="stable")[:max_display]
+
+    plt = _pyplot()
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    ax = _axes(ax, 7.5, 1.0 + 0.4 * len(shown))
+    for rank, j in enumerate(shown):
+        y = rank + 0.4 * _swarm(v[:, j])
+        c = _unit_colors(Xv[:, j])
+        has = np.isfinite(c)
+        ax.scatter(
+            v[has, j], y[has], c=c[has], cmap=_CMAP, vmin=0.0, vmax=1.0, s=12,
+            linewidths=0, alpha=0.9, label=names[j], zorder=3,
+        )  # fmt: skip
+        if not np.all(has):
+            ax.scatter(
+                v[~has, j], y[~has], color=_MISSING_COLOR, s=12, linewidths=0, alpha=0.9,
+                label=f"{names[j]} (missing)", zorder=2,
+            )  # fmt: skip
+    ax.axvline(0.0, color="#555555", linewidth=0.8, zorder=1)
+    ax.set_yticks(np.arange(len(shown)))
+    ax.set_yticklabels([names[j] for j in shown])
+    ax.set_ylim(len(shown) - 0.5, -0.5)  # most important at the top
+    ax.set_xlabel(f"attribution (contribution to the margin){suffix}")
+    ax.set_title("Per-row attributions")
+    cb = plt.colorbar(
+        ScalarMappable(norm=Normalize(0.0, 1.0), cmap=_CMAP), ax=ax, ticks=[0.0, 1.0], aspect=40
+    )
+    cb.set_ticklabels(["low", "high"])
+    cb.set_label("feature value")
+    cb.outline.set_visible(False)
+    return ax
+
+
+def dependence(
+    attribution: Any,
+    X: Any,
+    feature: str | int,
+    color: str | int | None = None,
+    output: int | None = None,
+    ax: Any = None,
+) -> Any:
+    """Scatter of a feature's value (x) against its attribution (y), one point per row.
+
+    Parameters
+    ----------
+    attribution : Attribution
+        From ``treeinner.predecomp``, ``treeinner.saabas`` or
+        ``treeinner.tree_shap``.
+    X : array-like of shape (n_samples, n_features), DataFrame or scipy sparse matrix
+        The explained rows (DataFrame columns matched by feature name). Rows where the feature
+        is missing have no x position and are not drawn.
+    feature : str or int
+        Feature name or index (in the attribution's feature order).
+    color : str or int, optional
+        Another feature whose value colours the points (colour bar between its 5th and 95th
+        percentiles; grey where missing).
+    output : int, optional
+        Output (class) to plot; required for multi-output attributions.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on; a new figure otherwise.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        With ``color``, the rows where that feature is present are one scatter collection and
+        those where it is missing a second, grey one (labelled ``"<name> missing"``).
+    """
+    v, suffix = _attribution_values(attribution, output)
+    j = _feature_index(attribution, feature)
+    k = None if color is None else _feature_index(attribution, color, "color feature")
+    n = v.shape[0]
+    Xv, cats = _feature_matrix(attribution.feature_names, X, n)
+    names = [str(f) for f in attribution.feature_names]
+    x, y = Xv[:, j], v[:, j]
+
+    plt = _pyplot()
+    ax = _axes(ax, 6.5 if k is not None else 5.5, 4.5)
+    if k is None:
+        ax.scatter(x, y, s=12, linewidths=0, alpha=0.8, label=names[j])
+    else:
+        c = Xv[:, k]
+        has = np.isfinite(c)
+        finite = c[has]
+        lo, hi = np.percentile(finite, [5, 95]) if finite.size else (0.0, 1.0)
+        if hi <= lo and finite.size:
+            lo, hi = float(finite.min()), float(finite.max())
+        if hi <= lo:
+            lo, hi = lo - 0.5, hi + 0.5
+        sc = ax.scatter(
+            x[has], y[has], c=finite, cmap=_CMAP, vmin=lo, vmax=hi, s=12, linewidths=0,
+            alpha=0.8, label=names[j], zorder=3,
+        )  # fmt: skip
+        if not np.all(has):
+            ax.scatter(
+                x[~has], y[~has], color=_MISSING_COLOR, s=12, linewidths=0, alpha=0.8,
+                label=f"{names[k]} missing", zorder=2,
+            )  # fmt: skip
+        cb = plt.colorbar(sc, ax=ax)
+        cb.set_label(names[k])
+        if k in cats and len(cats[k]) <= 20:
+            cb.set_ticks(np.arange(len(cats[k])))
+            cb.set_ticklabels(cats[k])
+    if j in cats and len(cats[j]) <= 30:
+        ax.set_xticks(np.arange(len(cats[j])))
+        ax.set_xticklabels(cats[j], rotation=45 if len(cats[j]) > 5 else 0)
+    ax.axhline(0.0, color="#555555", linewidth=0.8, zorder=1)
+    ax.set_xlabel(names[j])
+    ax.set_ylabel(f"attribution of {names[j]}{suffix}")
+    ax.set_title(f"Dependence on {names[j]}")
+    return ax
