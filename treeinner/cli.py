@@ -486,6 +486,17 @@ def _progress_mode(args: argparse.Namespace) -> str:
     return resolve_mode(getattr(args, "progress", None))
 
 
+def _read_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, Any]:
+    """The model, the data's feature columns, target, weights and the reference data of a
+    command's arguments."""
+    _check_exists(args.model, "model file")
+    _check_exists(args.data, "data file")
+    ens = _load_model(args.model)
+    df = read_table(args.data)
+    X, y, w = _split_data(ens, df, args.data, args.target, args.weight)
+    return ens, X, y, w, _reference(ens, args)
+
+
 def _reference(ens: Any, args: argparse.Namespace) -> Any:
     if args.reference is None:
         return None
@@ -545,12 +556,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
                 f"{', '.join('.' + f for f in sorted(formats))}"
             )
 
-    _check_exists(args.model, "model file")
-    _check_exists(args.data, "data file")
-    ens = _load_model(args.model)
-    df = read_table(args.data)
-    X, y, w = _split_data(ens, df, args.data, args.target, args.weight)
-    reference = _reference(ens, args)
+    ens, X, y, w, reference = _read_inputs(args)
     if not user_methods and "total_gain" in methods:
         if np.all(np.isnan(_total(treeinner.total_gain(ens)).to_numpy())):
             methods.remove("total_gain")  # the booster keeps no split gains (CatBoost)
@@ -635,12 +641,7 @@ def _cmd_select(args: argparse.Namespace) -> int:
         raise CLIError(f"--top-k must be a positive integer; got {args.top_k}")
     _check_out(args.out, None, "--out")
     mode = _progress_mode(args)
-    _check_exists(args.model, "model file")
-    _check_exists(args.data, "data file")
-    ens = _load_model(args.model)
-    df = read_table(args.data)
-    X, y, w = _split_data(ens, df, args.data, args.target, args.weight)
-    reference = _reference(ens, args)
+    ens, X, y, w, reference = _read_inputs(args)
     extra = {} if reference is None else {"reference": reference}
     try:
         with Progress(1, desc=f"{PROG} select", mode=mode) as bar:
