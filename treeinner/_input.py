@@ -1,7 +1,9 @@
 """Turn user data (numpy, pandas, scipy sparse) into the rows the kernels read.
 
-Kernels read C-contiguous float32 or float64 arrays (the two specialisations they are compiled
-for); every other dtype and layout is converted to float64, which holds all of them exactly.
+Kernels read C-contiguous float64 arrays, the one specialisation they are compiled for:
+float64 input is passed as it is (no copy when C-contiguous); float32 input is converted in
+blocks of rows, so its float64 copy never exceeds ``BLOCK_ELEMENTS`` values; every other dtype
+is converted to float64, which holds all of them exactly.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 SPARSE_CHUNK = 8192
+BLOCK_ELEMENTS = 1 << 22  # values per float64 block converted from float32 input (32 MiB)
 
 
 def _is_sparse(X: Any) -> bool:
@@ -115,10 +118,11 @@ def as_rows(
 ) -> tuple[int, Iterator[tuple[int, np.ndarray]]]:
     """Validate X and return ``(n_rows, blocks)``.
 
-    ``blocks`` yields ``(first_row, block)`` pairs of C-contiguous float32 or float64 arrays
-    covering all rows. Dense inputs come as one block (no copy where they already are float32 or
-    float64 and C-contiguous); scipy sparse inputs in chunks with absent entries as NaN
-    (missing).
+    ``blocks`` yields ``(first_row, block)`` pairs of C-contiguous float64 arrays covering all
+    rows. float64 inputs come as one block (no copy where already C-contiguous), other dense
+    inputs as one converted block, except float32, which is converted in blocks of rows of at
+    most ``BLOCK_ELEMENTS`` values (the conversion is exact); scipy sparse inputs in chunks
+    with absent entries as NaN (missing).
     """
     if _is_sparse(X):
         csr = X.tocsr()
@@ -148,9 +152,19 @@ def as_rows(
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"X must be numeric; got dtype {arr.dtype}.")
     _check_width(arr.shape[1], n_features)
-    dtype = np.float32 if arr.dtype == np.float32 else np.float64
-    arr = np.ascontiguousarray(arr, dtype=dtype)
+    if arr.dtype == np.float32:
+        return arr.shape[0], _float32_blocks(arr)
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
     return arr.shape[0], iter([(0, arr)])
+
+
+def _float32_blocks(arr: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    n = arr.shape[0]
+    step = max(1, BLOCK_ELEMENTS // max(1, arr.shape[1]))
+    for start in range(0, n, step):
+        yield start, np.ascontiguousarray(arr[start : start + step], dtype=np.float64)
+    if n == 0:
+        yield 0, np.zeros((0, arr.shape[1]))
 
 
 def _sparse_blocks(csr: Any) -> Iterator[tuple[int, np.ndarray]]:
