@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -14,7 +15,7 @@ from .attribution import Attribution, _tree_range
 from .ensemble import TreeEnsemble
 from .kernels import attribution as KA
 from .kernels import treeshap as K
-from .kernels.routing import MISSING_NAN, NUMERIC
+from .kernels.routing import MISSING_NAN, NUMERIC, ROW_BLOCK
 
 __all__ = ["tree_shap"]
 
@@ -249,14 +250,20 @@ def _shap_inner(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest: b
     """TreeInner (or with ``forest`` the unscaled ForestInner sums) with TreeSHAP
     attributions, per output feature and output: (n_output_features, n_outputs)."""
     su = _setup(ens, "auto", 0, ens.n_trees)
-    obj, n, blocks, yv, w, n_chunks = _inputs(ens, X, y, sample_weight)
+    obj, n, blocks, yv, w, _ = _inputs(ens, X, y, sample_weight)
+    # More chunks of rows than threads, handed out one at a time (dynamic scheduling): a row's
+    # staged margins flow through all trees, so a chunk is the unit of work, and with one chunk
+    # per thread a thread the OS sets aside would hold up the whole call.
+    threads = numba.get_num_threads()
+    n_chunks = 1 if threads == 1 else max(1, min(8 * threads, -(-n // (4 * ROW_BLOCK))))
     acc = np.zeros((n_chunks, su.n_players, ens.n_outputs))
     e = su.ens
-    for start, block in blocks:
-        stop = start + block.shape[0]
-        K.shap_inner(
-            block, yv[start:stop], w[start:stop], e._nodes(), e._layout, _iter_ptr(e),
-            e.base_margin, obj.code, obj.prm, e._float32_input, e.float32_sum, su.lay, su.tabs,
-            su.simple, su.tree_nq, su.max_nodes, e.learning_rate, forest, acc,
-        )  # fmt: skip
+    with numba.parallel_chunksize(1):
+        for start, block in blocks:
+            stop = start + block.shape[0]
+            K.shap_inner(
+                block, yv[start:stop], w[start:stop], e._nodes(), e._layout, _iter_ptr(e),
+                e.base_margin, obj.code, obj.prm, e._float32_input, e.float32_sum, su.lay,
+                su.tabs, su.simple, su.tree_nq, su.max_nodes, e.learning_rate, forest, acc,
+            )  # fmt: skip
     return su.credit(acc.sum(axis=0), axis=0)

@@ -465,7 +465,8 @@ def shap_inner(
     added to ``acc[chunk, player, output]`` scaled by ``w (-g) / lr[t]`` (g the gradient at
     the margin before the tree's round); for ForestInner (``forest``) the rows' summed negative
     gradients are collected first, then every tree's values are added scaled by ``w`` times
-    them. ``acc`` has shape (n_chunks, n_players, n_outputs); one chunk of rows per thread.
+    them. ``acc`` has shape (n_chunks, n_players, n_outputs): one accumulator per chunk of rows
+    (the caller may use more chunks than threads and schedule them dynamically).
     The TreeSHAP arguments are those of ``tree_shap``.
     """
     value = nodes[9]
