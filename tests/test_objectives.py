@@ -651,7 +651,11 @@ MINIMA = [
 ]
 
 
-@pytest.mark.parametrize("objective, params, labels, closed", MINIMA, ids=lambda v: str(v)[:30])
+@pytest.mark.parametrize(
+    "objective, params, labels, closed",
+    MINIMA,
+    ids=[f"{m[0]}-{i}" for i, m in enumerate(MINIMA)],  # stable ids (no function addresses)
+)
 def test_loss_is_minimized_where_the_gradient_vanishes(objective, params, labels, closed):
     obj = _objective(objective, **params)
     y = np.asarray(labels, dtype=float)
