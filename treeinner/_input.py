@@ -158,6 +158,14 @@ def as_rows(
     return arr.shape[0], iter([(0, arr)])
 
 
+def join_blocks(blocks: Iterator[tuple[int, np.ndarray]], n_features: int) -> np.ndarray:
+    """The blocks of ``as_rows`` as one C-contiguous float64 (n, n_features) array."""
+    parts = [b for _, b in blocks]
+    if not parts:  # sparse input without rows
+        return np.zeros((0, n_features))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 def _float32_blocks(arr: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     n = arr.shape[0]
     step = max(1, BLOCK_ELEMENTS // max(1, arr.shape[1]))

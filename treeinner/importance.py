@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import _input
 from ._staged import _staged, _weights
 from .adapters import from_model
 from .attribution import _kind, node_values, predecomp, saabas
@@ -194,7 +195,7 @@ def _permutation(ens, X, y, sample_weight, n_repeats, random_state):
         )
     obj = get_objective(ens)
     n, blocks = ens._blocks(X)
-    Xd = np.concatenate([b for _, b in blocks]) if n else np.zeros((0, ens.n_features))
+    Xd = _input.join_blocks(blocks, ens.n_features)
     yv = obj.check_labels(y)
     w = None if sample_weight is None else _weights(sample_weight, n)
     base = obj.loss(yv, ens.predict_margin(Xd), w)

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import _input
 from ._staged import _iter_ptr, _staged, _weights
 from .adapters import from_model
 from .ensemble import TreeEnsemble
@@ -90,7 +91,7 @@ def _drawn_ratios(ens, X, y, w, n_draws, min_samples, seed, record=False):
     (u = 0), left child (1) or right child (2) of split t."""
     obj = get_objective(ens)
     n, blocks = ens._blocks(X)
-    Xd = np.concatenate([b for _, b in blocks]) if n else np.zeros((0, ens.n_features))
+    Xd = _input.join_blocks(blocks, ens.n_features)
     yv = obj.check_labels(y)
     if yv.shape[0] != n:
         raise ValueError(f"X has {n} rows but y has {yv.shape[0]}.")

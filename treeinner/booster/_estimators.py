@@ -120,9 +120,8 @@ def _as_matrix(X: Any) -> tuple[np.ndarray, list[str] | None]:
                 f"X must be 2-D (rows x features); got shape {np.shape(X)}. "
                 "Use X.reshape(-1, 1) for a single feature."
             )
-        n, blocks = _input.as_rows(X, width, [f"f{j}" for j in range(width)], False)
-        parts = [b.astype(np.float64, copy=False) for _, b in blocks]
-        arr = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        _, blocks = _input.as_rows(X, width, [f"f{j}" for j in range(width)], False)
+        arr = _input.join_blocks(blocks, width)
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if arr.shape[0] == 0:
         raise ValueError("X has no rows.")
@@ -312,8 +311,7 @@ class _GBMBase(BaseEstimator):
     @staticmethod
     def _rows(X: Any, feature_names: list[str], named: bool, p: int) -> np.ndarray:
         _, blocks = _input.as_rows(X, p, feature_names, named, None)
-        parts = [b.astype(np.float64, copy=False) for _, b in blocks]
-        return np.ascontiguousarray(parts[0] if len(parts) == 1 else np.concatenate(parts))
+        return _input.join_blocks(blocks, p)
 
     def _ensemble(
         self,
