@@ -1,4 +1,4 @@
-"""``python -m treeinner``: the ``treeinner`` command line (see :mod:`treeinner.cli`)."""
+"""``python -m treeinner``: the ``treeinner`` command line (see ``treeinner.cli``)."""
 
 from .cli import main
 

@@ -249,7 +249,7 @@ def compute_importance(
         Evaluation rows.
     y : array-like of shape (n_samples,)
     methods : sequence of str
-        Column names of ``treeinner.importance`` (see :func:`canonical_methods`).
+        Column names of ``treeinner.importance`` (see ``canonical_methods``).
     sample_weight : array-like of shape (n_samples,), optional
     n_repeats : int
         Permutations per feature for ``permutation``.

@@ -277,17 +277,14 @@ def _unbiased_exact(ens: TreeEnsemble, X: Any, y: Any, counts: np.ndarray) -> np
     """``unbiased_gain``'s exact expectation (constant hessian, uniform weights) on the
     multiset in which row i appears ``counts[i]`` times, without copying rows: the ratios are
     sum c g / sum c h and k counts rows with multiplicity. Per feature, summed over outputs."""
-    from .unbiased import _subtree, _training_sums
+    from .unbiased import _exact_ratios, _training_sums
 
     Gt, _ = _training_sums(ens, None)
-    G, H, C, _, _ = _staged(ens, X, y, counts)
-    G, H, C = _subtree(ens, G), _subtree(ens, H), _subtree(ens, C)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.where(H != 0, G / H, 0.0)
     inner = np.flatnonzero(ens.left >= 0)
     L, R = ens.left[inner], ens.right[inner]
-    k = np.minimum(np.rint(C[L]), np.rint(C[R]))
-    ub = np.where(k >= 1, Gt[L] * r[L] + Gt[R] * r[R] - Gt[inner] * r[inner], 0.0)
+    r, count = _exact_ratios(ens, X, y, inner, counts)
+    k = np.minimum(count[L], count[R])
+    ub = np.where(k >= 1, Gt[L] * r[:, 1] + Gt[R] * r[:, 2] - Gt[inner] * r[:, 0], 0.0)
     group = ens.tree_group[ens._node_tree[inner]]
     out = np.zeros((ens.n_features, ens.n_outputs))
     np.add.at(out, (ens.feature[inner], group), ub)

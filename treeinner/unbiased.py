@@ -72,10 +72,11 @@ def _training_sums(ens: TreeEnsemble, train: Any) -> tuple[np.ndarray, np.ndarra
     return _subtree(ens, G), _subtree(ens, np.where(leaf, ens.cover, 0.0))
 
 
-def _exact_ratios(ens, X, y, inner):
+def _exact_ratios(ens, X, y, inner, counts=None):
     """Constant hessian: the expectation over draws of sum g / sum h is the slice's
-    sum g / sum h, for the node and both children alike."""
-    G, H, C, _, _ = _staged(ens, X, y, None)
+    sum g / sum h, for the node and both children alike. With ``counts`` (a bootstrap
+    resample), row i counts ``counts[i]`` times in the sums and the row counts."""
+    G, H, C, _, _ = _staged(ens, X, y, counts)
     G, H, C = _subtree(ens, G), _subtree(ens, H), _subtree(ens, C)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(H != 0, G / H, 0.0)
