@@ -608,3 +608,34 @@ def test_bootstrap_multiclass_and_errors(frame_models):
         treeinner.importance(multi, X.iloc[:0], y[:0], methods=["tree_inner"], n_bootstrap=2)
     with pytest.raises(ValueError, match="random_state"):
         treeinner.importance(multi, X, y, methods=["tree_inner"], n_bootstrap=2, random_state=-1)
+
+
+def test_importance_reference_reaches_the_methods_that_use_it():
+    """``reference=`` recomputes PreDecomp node values for tree_inner, forest_inner and
+    abs_predecomp and gives unbiased_gain its training sums; other methods ignore it."""
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(600, 4))
+    y = X[:, 0] + 0.5 * X[:, 1] + rng.normal(size=600)
+    model = xgb.XGBRegressor(n_estimators=15, max_depth=3, n_jobs=1).fit(X[:400], y[:400])
+    ref = (X[:150], y[:150])  # part of the training rows: node values unlike the stored ones
+    Xv, yv = X[400:], y[400:]
+    methods = ["tree_inner", "forest_inner", "abs_predecomp", "unbiased_gain", "total_gain"]
+    got = treeinner.importance(model, Xv, yv, methods, reference=ref, random_state=0)
+    np.testing.assert_allclose(
+        got["tree_inner"], treeinner.tree_inner(model, Xv, yv, reference=ref)
+    )
+    np.testing.assert_allclose(
+        got["forest_inner"], treeinner.forest_inner(model, Xv, yv, reference=ref)
+    )
+    pre = np.abs(treeinner.predecomp(model, Xv, reference=ref).values).mean(axis=0)
+    np.testing.assert_allclose(got["abs_predecomp"], pre)
+    ug = treeinner.unbiased_gain(model, Xv, yv, random_state=0, train=ref)
+    np.testing.assert_allclose(got["unbiased_gain"], ug)
+    np.testing.assert_array_equal(got["total_gain"], treeinner.total_gain(model))
+    plain = treeinner.importance(model, Xv, yv, ["tree_inner"])
+    assert not np.allclose(got["tree_inner"], plain["tree_inner"])  # the reference was used
+    with pytest.raises(ValueError, match="reference"):
+        treeinner.importance(model, Xv, yv, ["tree_inner_saabas"], reference=ref)
+    with pytest.raises(ValueError, match="n_bootstrap"):
+        treeinner.importance(model, Xv, yv, ["tree_inner"], reference=ref, n_bootstrap=3)

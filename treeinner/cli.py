@@ -58,7 +58,7 @@ import numpy as np
 import pandas as pd
 
 from ._progress import MODES, Progress, resolve_mode
-from .importance import ALL_METHODS
+from .importance import ALL_METHODS, _total
 
 PROG = "treeinner"
 
@@ -138,11 +138,6 @@ def canonical_methods(methods: Sequence[str], attribution: str = "predecomp") ->
     return out
 
 
-def _total(res: pd.Series | pd.DataFrame) -> pd.Series:
-    """Single-output Series, or the ``total`` column of a per-class DataFrame."""
-    return res["total"] if isinstance(res, pd.DataFrame) else res
-
-
 def _inner_parts(method: str) -> tuple[str, str]:
     base = "tree_inner" if method.startswith("tree_inner") else "forest_inner"
     rest = method[len(base) :].lstrip("_")
@@ -192,23 +187,6 @@ def _one_call(
 ) -> np.ndarray:
     import treeinner
 
-    if method == "total_gain":
-        return _total(treeinner.total_gain(ens)).to_numpy()
-    if reference is not None:
-        if method == "unbiased_gain":
-            ug = treeinner.unbiased_gain(
-                ens, X, y, random_state=random_state, sample_weight=w, train=reference
-            )
-            return _total(ug).to_numpy()
-        if method == "abs_predecomp":
-            v = np.abs(treeinner.predecomp(ens, X, reference=reference).values)
-            v = v.sum(axis=2) if v.ndim == 3 else v
-            return v.mean(axis=0)
-        if method.startswith(("tree_inner", "forest_inner")):
-            base, a = _inner_parts(method)
-            fn = getattr(treeinner, base)
-            res = fn(ens, X, y, attribution=a, sample_weight=w, reference=reference)
-            return _total(res).to_numpy()
     frame = treeinner.importance(
         ens,
         X,
@@ -217,6 +195,7 @@ def _one_call(
         sample_weight=w,
         n_repeats=n_repeats,
         random_state=random_state,
+        reference=reference,
     )
     return frame[method].to_numpy()
 

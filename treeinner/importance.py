@@ -229,12 +229,14 @@ ALL_METHODS = (
 )
 
 
-def _abs_rows(ens: TreeEnsemble, X: Any, m: str) -> np.ndarray:
+def _abs_rows(ens: TreeEnsemble, X: Any, m: str, reference: Any = None) -> np.ndarray:
     """Per-row |attribution| of an ``abs_*`` method, summed over outputs: shape (n, p)."""
     if m == "abs_shap":
         attr = tree_shap(ens, X)
+    elif m == "abs_predecomp":
+        attr = predecomp(ens, X, reference=reference)
     else:
-        attr = (predecomp if m == "abs_predecomp" else saabas)(ens, X)
+        attr = saabas(ens, X)
     v = np.abs(attr.values)
     return v.sum(axis=2) if v.ndim == 3 else v
 
@@ -345,6 +347,7 @@ def importance(
     n_repeats: int = 5,
     random_state: Any = None,
     n_bootstrap: int = 0,
+    reference: Any = None,
 ) -> pd.DataFrame:
     """Several global importances side by side, one column per method.
 
@@ -382,6 +385,14 @@ def importance(
         weigh 0, which makes its standard error somewhat conservative. Each resample's
         permutations and draws get their own seed.
 
+    reference : tuple, optional
+        ``(X_train, y_train[, sample_weight])``: PreDecomp node values recomputed from this
+        data for ``tree_inner``, ``forest_inner`` and ``abs_predecomp`` (as their own
+        ``reference=``; the TreeInner and ForestInner variants with Saabas or TreeSHAP refuse
+        it), and the training sums of ``unbiased_gain`` (its ``train=``). Needed for models
+        that store no hessian covers (CatBoost with a loss other than RMSE). The other methods
+        do not use it. Not combined with ``n_bootstrap``.
+
     Returns
     -------
     pandas.DataFrame indexed by feature name: the method columns in the order of ``methods``
@@ -392,14 +403,16 @@ def importance(
     if n_bootstrap and _n_rows(X) == 0:
         raise ValueError("n_bootstrap needs at least one evaluation row; X has none.")
     ens = from_model(model)
+    if n_bootstrap and reference is not None:
+        raise ValueError("n_bootstrap does not support reference= yet; pass one or the other.")
     cols = {}
     abs_rows: dict[str, np.ndarray] = {}
     for m in methods:
         if m in _INNER:
             inner, a = _INNER[m]
-            cols[m] = _total(inner(ens, X, y, a, sample_weight)).to_numpy()
+            cols[m] = _total(inner(ens, X, y, a, sample_weight, reference)).to_numpy()
         elif m in ("abs_predecomp", "abs_saabas", "abs_shap"):
-            v = _abs_rows(ens, X, m)
+            v = _abs_rows(ens, X, m, reference)
             if n_bootstrap:
                 abs_rows[m] = v
             cols[m] = v.mean(axis=0) if v.shape[0] else np.zeros(len(ens.output_names))
@@ -410,7 +423,9 @@ def importance(
         elif m == "unbiased_gain":
             from .unbiased import unbiased_gain
 
-            ug = unbiased_gain(ens, X, y, random_state=random_state, sample_weight=sample_weight)
+            ug = unbiased_gain(
+                ens, X, y, random_state=random_state, sample_weight=sample_weight, train=reference
+            )
             cols[m] = _total(ug).to_numpy()
         else:
             raise ValueError(f"Unknown importance method {m!r}; choose from {list(ALL_METHODS)}.")

@@ -114,9 +114,7 @@ def _feature_scores(
     model's feature names in the model's feature order. With ``reference=(X_train, y_train[,
     w])``, the PreDecomp node values (and the unbiased gain's training sums) are computed from
     it."""
-    from .attribution import predecomp
-    from .importance import forest_inner, importance, tree_inner
-    from .unbiased import unbiased_gain
+    from .importance import importance
 
     y = _encode_labels(model, y)
     if reference is not None:
@@ -125,37 +123,27 @@ def _feature_scores(
                 "reference must be (X_train, y_train) or (X_train, y_train, sample_weight)."
             )
         reference = (reference[0], _encode_labels(model, reference[1]), *reference[2:])
-    if reference is None or column not in _REFERENCE_METHODS:
-        try:
-            frame = importance(
-                model,
-                X,
-                y,
-                methods=[column],
-                sample_weight=sample_weight,
-                random_state=random_state,
-            )
-        except ValueError as e:
-            if "reference=" in str(e) and column.split("_")[-1] not in ("saabas", "shap"):
-                raise ValueError(f"{e} select_features: pass reference=(X_train, y_train).") from e
-            raise
-        return frame[column].astype(np.float64)
-    if column in ("tree_inner", "forest_inner"):
-        fn = tree_inner if column == "tree_inner" else forest_inner
-        res = fn(model, X, y, "predecomp", sample_weight, reference=reference)
-    elif column == "unbiased_gain":
-        res = unbiased_gain(
-            model, X, y, random_state=random_state, sample_weight=sample_weight, train=reference
+        if column not in _REFERENCE_METHODS:
+            reference = None
+    try:
+        frame = importance(
+            model,
+            X,
+            y,
+            methods=[column],
+            sample_weight=sample_weight,
+            random_state=random_state,
+            reference=reference,
         )
-    else:  # abs_predecomp, as treeinner.importance computes it
-        attr = predecomp(model, X, reference=reference)
-        v = np.abs(attr.values)
-        v = v.sum(axis=2) if v.ndim == 3 else v
-        mean = v.mean(axis=0) if v.shape[0] else np.zeros(v.shape[1])
-        res = pd.Series(mean, index=list(attr.feature_names))
-    if isinstance(res, pd.DataFrame):
-        res = res["total"]
-    return pd.Series(res.to_numpy(dtype=np.float64), index=res.index, name=column)
+    except ValueError as e:
+        if (
+            reference is None
+            and "reference=" in str(e)
+            and column.split("_")[-1] not in ("saabas", "shap")
+        ):
+            raise ValueError(f"{e} select_features: pass reference=(X_train, y_train).") from e
+        raise
+    return frame[column].astype(np.float64)
 
 
 def _keep(scores: np.ndarray, threshold: float, top_k: int | None) -> np.ndarray:
