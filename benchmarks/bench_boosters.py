@@ -8,7 +8,7 @@ sides, it times
 
 * ``ens.predict_margin(X)`` against ``booster.predict(X, raw_score=True)`` (LightGBM) and
   ``model.predict(X, prediction_type="RawFormulaVal", thread_count=threads)`` (CatBoost);
-* ``treeinner.tree_inner(ens, X, y, "predecomp")`` against the same booster call.
+* ``treeinner.tree_inner(ens, X, y, attribution="predecomp")`` against the same booster call.
 
 Each time is the best of ``--repeats`` runs after a warm-up call (Numba compilation
 excluded); the calls of one comparison alternate within each repeat. Inline checks: the margins

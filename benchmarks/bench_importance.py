@@ -3,7 +3,7 @@
 Loads (or trains) the same cached XGBoost regressor as ``bench_predict.py``, converts it with
 ``treeinner.from_model`` and times, with the same number of threads on both sides:
 
-* (a) ``treeinner.tree_inner(ens, X, y, "predecomp")`` against
+* (a) ``treeinner.tree_inner(ens, X, y, attribution="predecomp")`` against
   ``booster.inplace_predict(X, predict_type="margin")`` (target: ratio <= 1.5; TreeInner is one
   staged prediction pass plus per-leaf gradient sums);
 * (b) ``treeinner.predecomp(ens, X)`` (dense per-row attributions) against
@@ -76,8 +76,8 @@ def make_calls(
 ) -> dict[str, Any]:
     """Every call the benchmark times or measures, by name (shared with the memory child)."""
     return {
-        "tree_inner": lambda: treeinner.tree_inner(ens, X, y, "predecomp"),
-        "forest_inner": lambda: treeinner.forest_inner(ens, X, y, "predecomp"),
+        "tree_inner": lambda: treeinner.tree_inner(ens, X, y, attribution="predecomp"),
+        "forest_inner": lambda: treeinner.forest_inner(ens, X, y, attribution="predecomp"),
         "predecomp": lambda: treeinner.predecomp(ens, X),
         "saabas": lambda: treeinner.saabas(ens, X),
         "predict_margin": lambda: ens.predict_margin(X),
@@ -92,8 +92,8 @@ def make_calls(
 
 
 CALL_TEXT = {
-    "tree_inner": 'tree_inner(ens, X, y, "predecomp")',
-    "forest_inner": 'forest_inner(ens, X, y, "predecomp")',
+    "tree_inner": 'tree_inner(ens, X, y, attribution="predecomp")',
+    "forest_inner": 'forest_inner(ens, X, y, attribution="predecomp")',
     "predecomp": "predecomp(ens, X)",
     "saabas": "saabas(ens, X)",
     "predict_margin": "ens.predict_margin(X)",
@@ -339,14 +339,14 @@ def run_checks(ens, booster, X, y, res: dict[str, Any], args) -> dict[str, Any]:
         ("tree_inner", treeinner.tree_inner),
         ("forest_inner", treeinner.forest_inner),
     ):
-        got = float(fn(ens, Xs, ys, "predecomp").sum())
+        got = float(fn(ens, Xs, ys, attribution="predecomp").sum())
         want = ref[f"{name}_sum"]
         rel = abs(got - want) / max(abs(want), 1e-300)
         checks[f"{name}_sum_rel_err"] = rel
         assert rel <= 1e-9, f"sum_k {name}(k) = {got!r}, reference {want!r} (rel {rel:.3g})"
     # total-gain identity on the training rows
     Xtr, ytr = bp.make_data(args.rows, args.features, args.nan_fraction, args.seed)
-    ti = treeinner.tree_inner(ens, Xtr, ytr, "predecomp").to_numpy()
+    ti = treeinner.tree_inner(ens, Xtr, ytr, attribution="predecomp").to_numpy()
     tg = treeinner.total_gain(ens).to_numpy()
     rel = float(np.max(np.abs(ti - tg)) / np.max(np.abs(tg)))
     checks["total_gain_identity_rel_err"] = rel

@@ -150,7 +150,7 @@ def make_calls(m: dict[str, Any], X: np.ndarray, y: np.ndarray, kind: str) -> di
     calls = {
         "unbiased_gain": lambda: treeinner.unbiased_gain(ens, X, y, n_draws=1, random_state=SEED),
         "xgb_margin": lambda: booster.inplace_predict(X, predict_type="margin"),
-        "tree_inner": lambda: treeinner.tree_inner(ens, X, y, "predecomp"),
+        "tree_inner": lambda: treeinner.tree_inner(ens, X, y, attribution="predecomp"),
         "predict_margin": lambda: ens.predict_margin(X),
     }
     if kind == "logistic":
@@ -163,7 +163,7 @@ def make_calls(m: dict[str, Any], X: np.ndarray, y: np.ndarray, kind: str) -> di
 CALL_TEXT = {
     "unbiased_gain": f"unbiased_gain(ens, X, y, n_draws=1, random_state={SEED})",
     "unbiased_gain_d5": f"unbiased_gain(ens, X, y, n_draws=5, random_state={SEED})",
-    "tree_inner": 'tree_inner(ens, X, y, "predecomp")',
+    "tree_inner": 'tree_inner(ens, X, y, attribution="predecomp")',
     "predict_margin": "ens.predict_margin(X)",
     "xgb_margin": 'booster.inplace_predict(X, predict_type="margin")',
 }

@@ -256,10 +256,10 @@ def replicate(task: str, rep: int, args: argparse.Namespace) -> dict[str, Any]:
     scores: dict[tuple[str, str], np.ndarray] = {}
     for domain, Xd, yd in (("train", Xtr, ytr), ("valid", Xva, yva)):
         scores[("tree_inner", domain)] = treeinner.tree_inner(
-            ens, Xd, yd, "predecomp", reference=ref
+            ens, Xd, yd, attribution="predecomp", reference=ref
         ).to_numpy()
         scores[("forest_inner", domain)] = treeinner.forest_inner(
-            ens, Xd, yd, "predecomp", reference=ref
+            ens, Xd, yd, attribution="predecomp", reference=ref
         ).to_numpy()
         attr = treeinner.predecomp(ens, Xd, reference=ref)
         scores[("abs", domain)] = np.abs(attr.values).mean(axis=0)

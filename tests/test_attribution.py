@@ -4,7 +4,6 @@ the lambda = 0 limit, tree ranges, the paper's Example 1, and the Attribution AP
 from __future__ import annotations
 
 import json
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -12,6 +11,7 @@ import pytest
 import xgboost as xgb
 
 import treeinner
+from tests._helpers import quiet, quiet_ensemble
 from treeinner.ensemble import TreeEnsemble
 from treeinner.kernels.attribution import subtree_sums
 
@@ -19,12 +19,6 @@ try:  # the staged pass moved to its own module; importance re-exports it
     from treeinner._staged import _staged
 except ImportError:  # pragma: no cover
     from treeinner.importance import _staged
-
-
-def _ens(booster) -> TreeEnsemble:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return treeinner.from_model(booster)
 
 
 def _labels(objective: str, rng, s: np.ndarray, n_class: int) -> np.ndarray:
@@ -141,7 +135,7 @@ def _model(key):
     if key not in _CACHE:
         kwargs = dict(MODELS)[key]
         booster, X, y = _fit(**kwargs)
-        _CACHE[key] = (booster, _ens(booster), X, y)
+        _CACHE[key] = (booster, quiet_ensemble(booster), X, y)
     return _CACHE[key]
 
 
@@ -168,7 +162,7 @@ def test_local_accuracy(key):
         assert np.all(np.isfinite(a.values))
     # the bias is the base margin plus the root values of the trees of each output
     pre = treeinner.predecomp(ens, X)
-    p = treeinner.node_values(ens, "regularized")
+    p = treeinner.node_values(ens, attribution="predecomp")
     expected = ens.base_margin.copy()
     np.add.at(expected, ens.tree_group, p[ens.tree_offsets[:-1]])
     np.testing.assert_allclose(pre.bias, expected, rtol=1e-12, atol=1e-12)
@@ -177,10 +171,8 @@ def test_local_accuracy(key):
 @pytest.mark.parametrize("key", ["binary:logistic", "softprob-K3", "categorical-partition"])
 def test_booster_input_equals_ensemble_input(key):
     booster, ens, X, _ = _model(key)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        a = treeinner.predecomp(booster, X)
-        b = treeinner.saabas(booster, X)
+    a = quiet(treeinner.predecomp, booster, X)
+    b = quiet(treeinner.saabas, booster, X)
     np.testing.assert_array_equal(a.values, treeinner.predecomp(ens, X).values)
     np.testing.assert_array_equal(b.values, treeinner.saabas(ens, X).values)
 
@@ -236,7 +228,7 @@ def test_lambda_zero_predecomp_is_saabas(objective):
     booster, X, _ = _fit(
         objective, n_class=3 if objective.startswith("multi") else 1, reg_lambda=0.0
     )
-    ens = _ens(booster)
+    ens = quiet_ensemble(booster)
     assert ens.reg_lambda == 0.0
     pre = treeinner.predecomp(ens, X)
     sab = treeinner.saabas(ens, X)
@@ -244,7 +236,9 @@ def test_lambda_zero_predecomp_is_saabas(objective):
     np.testing.assert_allclose(pre.values, sab.values, rtol=1e-10, atol=1e-10 * scale)
     np.testing.assert_allclose(pre.bias, sab.bias, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(
-        treeinner.node_values(ens, "regularized"), treeinner.node_values(ens, "mean"), rtol=1e-10
+        treeinner.node_values(ens, attribution="predecomp"),
+        treeinner.node_values(ens, attribution="saabas"),
+        rtol=1e-10,
     )
     # the same model read with lambda = 1 (a wrong lambda) is no longer Saabas
     ens1 = treeinner.from_model(ens, reg_lambda=1.0)
@@ -257,13 +251,13 @@ def test_regularized_inner_values_are_eta_times_base_weights(key):
     (XGBoost's inner base_weights are -G/(H + lambda), unscaled), and never base_weight itself."""
     booster, ens, X, _ = _model(key)
     if key == "dart":  # DART rescales leaves after growing: the identity must break
-        p = treeinner.node_values(ens, "regularized")
+        p = treeinner.node_values(ens, attribution="predecomp")
         bw = _base_weights(booster)
         inner = ens.left >= 0
         eta = np.repeat(ens.learning_rate, np.diff(ens.tree_offsets))
         assert not np.allclose(p[inner], (eta * bw)[inner], rtol=1e-4)
         return
-    p = treeinner.node_values(ens, "regularized")
+    p = treeinner.node_values(ens, attribution="predecomp")
     bw = _base_weights(booster)
     inner = ens.left >= 0
     eta = np.repeat(ens.learning_rate, np.diff(ens.tree_offsets))
@@ -281,7 +275,7 @@ def _base_weights(booster):
     return np.concatenate([np.asarray(t["base_weights"], float) for t in model["trees"]])
 
 
-# ----------------------------------------------------------------------------- trees=
+# ----------------------------------------------------------------------------- iteration_range=
 def _leaf_values(ens, X):
     """(n, n_trees) value of the leaf each row reaches in each tree."""
     L = ens.leaf_index(X).astype(np.int64)
@@ -305,44 +299,60 @@ def _margin_of_trees(ens, X, lo, hi):
     return out[:, 0] if ens.n_outputs == 1 else out
 
 
+def _round_trees(ens, start, stop):
+    """Tree indices lo, hi of boosting rounds start..stop-1 (every class, parallel trees)."""
+    trees = np.flatnonzero((ens.tree_iteration >= start) & (ens.tree_iteration < stop))
+    return int(trees[0]), int(trees[-1]) + 1
+
+
 @pytest.mark.parametrize("key", ["reg:squarederror", "softprob-K3", "parallel2-K3", "dart"])
-def test_tree_ranges(key):
+def test_iteration_ranges(key):
     booster, ens, X, _ = _model(key)
     n_iter = ens.n_iterations
-    # a slice of trees
-    for sl in (slice(0, 1), slice(2, 5), slice(1, None), slice(ens.n_trees - 1, ens.n_trees)):
-        lo, hi, _ = sl.indices(ens.n_trees)
-        for fn in (treeinner.predecomp, treeinner.saabas):
-            a = fn(ens, X, trees=sl)
-            _check_local_accuracy(a, ens, X, _margin_of_trees(ens, X, lo, hi))
-    # an iteration range: all trees of rounds start..stop-1 (every class, parallel trees)
-    for start, stop in ((0, 1), (1, 3), (2, n_iter), (0, n_iter)):
-        a = treeinner.predecomp(ens, X, trees=(start, stop))
+    # every range of rounds: the trees of those rounds (all classes and parallel trees), for
+    # both path attributions; single rounds at the start, middle and end included
+    ranges = ((0, 1), (2, 5), (1, n_iter), (n_iter - 1, n_iter), (1, 3), (2, n_iter), (0, n_iter))
+    for start, stop in ranges:
+        lo, hi = _round_trees(ens, start, stop)
         margin = ens.predict_margin(X, iteration_range=(start, stop))  # base margin included
-        _check_local_accuracy(a, ens, X, margin)
-        trees = np.flatnonzero((ens.tree_iteration >= start) & (ens.tree_iteration < stop))
-        np.testing.assert_allclose(
-            margin, _margin_of_trees(ens, X, trees[0], trees[-1] + 1), rtol=1e-6, atol=1e-6
-        )
+        np.testing.assert_allclose(margin, _margin_of_trees(ens, X, lo, hi), rtol=1e-6, atol=1e-6)
+        for fn in (treeinner.predecomp, treeinner.saabas):
+            a = fn(ens, X, iteration_range=(start, stop))
+            _check_local_accuracy(a, ens, X, margin)
     # the pieces add up: rounds [0, 2) plus rounds [2, n) is the whole model
     full = treeinner.predecomp(ens, X)
-    first = treeinner.predecomp(ens, X, trees=(0, 2))
-    rest = treeinner.predecomp(ens, X, trees=(2, n_iter))
+    first = treeinner.predecomp(ens, X, iteration_range=(0, 2))
+    rest = treeinner.predecomp(ens, X, iteration_range=(2, n_iter))
     np.testing.assert_allclose(first.values + rest.values, full.values, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(
         first.bias + rest.bias - ens.base_margin, full.bias, rtol=1e-12, atol=1e-12
     )
-    # (0, 0) means all rounds, as in XGBoost
-    np.testing.assert_array_equal(treeinner.predecomp(ens, X, trees=(0, 0)).values, full.values)
+    # (0, 0) means all rounds, as in XGBoost; a list and numpy ints work as a tuple does
+    np.testing.assert_array_equal(
+        treeinner.predecomp(ens, X, iteration_range=(0, 0)).values, full.values
+    )
+    np.testing.assert_array_equal(
+        treeinner.saabas(ens, X, iteration_range=[np.int64(1), 3]).values,
+        treeinner.saabas(ens, X, iteration_range=(1, 3)).values,
+    )
     # a single round of the same model differs from the whole (the option is not ignored)
-    assert not np.allclose(treeinner.predecomp(ens, X, trees=(1, 2)).values, full.values)
+    assert not np.allclose(treeinner.predecomp(ens, X, iteration_range=(1, 2)).values, full.values)
 
 
-@pytest.mark.parametrize("trees", [slice(3, 3), slice(0, 4, 2), (3, 2), (0, 99)])
-def test_bad_tree_ranges(trees):
+@pytest.mark.parametrize("iteration_range", [(3, 2), (0, 99), (-1, 2)])
+def test_bad_iteration_ranges(iteration_range):
     _, ens, X, _ = _model("reg:squarederror")
-    with pytest.raises(ValueError):
-        treeinner.predecomp(ens, X, trees=trees)
+    for fn in (treeinner.predecomp, treeinner.saabas):
+        with pytest.raises(ValueError, match="iteration_range"):
+            fn(ens, X, iteration_range=iteration_range)
+
+
+@pytest.mark.parametrize("iteration_range", [slice(0, 4), (1,), (0, 1, 2), "0:4", (0.0, 2.0)])
+def test_iteration_range_must_be_two_ints(iteration_range):
+    _, ens, X, _ = _model("reg:squarederror")
+    for fn in (treeinner.predecomp, treeinner.saabas):
+        with pytest.raises(TypeError, match=r"iteration_range must be None or \(start, stop\)"):
+            fn(ens, X, iteration_range=iteration_range)
 
 
 # ----------------------------------------------------------------------------- Example 1
@@ -397,8 +407,8 @@ def _example_tree(structure: str) -> TreeEnsemble:
 def test_example_1_hand_built(structure):
     ens = _example_tree(structure)
     reg, mean = TABLE3[structure]
-    np.testing.assert_allclose(treeinner.node_values(ens, "regularized"), reg, atol=1e-15)
-    np.testing.assert_allclose(treeinner.node_values(ens, "mean"), mean, atol=1e-15)
+    np.testing.assert_allclose(treeinner.node_values(ens, attribution="predecomp"), reg, atol=1e-15)
+    np.testing.assert_allclose(treeinner.node_values(ens, attribution="saabas"), mean, atol=1e-15)
     # the leaves are -eta G/(H + lambda) of the staged gradients g = F - y at F = 0, and the
     # regularized root is -eta G_root/(H_root + lambda) = 0 whatever the structure
     G, H, C, _, _ = _staged(ens, EX_X, EX_Y, None)
@@ -441,7 +451,7 @@ def test_example_1_with_xgboost():
         }
         d = xgb.DMatrix(EX_X[:, order], EX_Y, feature_names=names)
         booster = xgb.train(params, d, 1)
-        ens = _ens(booster)
+        ens = quiet_ensemble(booster)
         assert ens.n_nodes == 3 and ens.reg_lambda == 1.0 and ens.learning_rate[0] == 1.0
         np.testing.assert_array_equal(ens.base_margin, [0.0])
         np.testing.assert_allclose(ens.cover, [3.0, 2.0, 1.0])
@@ -449,8 +459,12 @@ def test_example_1_with_xgboost():
         seen.add(structure)
         reg, mean = TABLE3[structure]
         # float32 leaves: 1/3 is 0.333333343
-        np.testing.assert_allclose(treeinner.node_values(booster, "regularized"), reg, atol=2e-8)
-        np.testing.assert_allclose(treeinner.node_values(booster, "mean"), mean, atol=2e-8)
+        np.testing.assert_allclose(
+            treeinner.node_values(booster, attribution="predecomp"), reg, atol=2e-8
+        )
+        np.testing.assert_allclose(
+            treeinner.node_values(booster, attribution="saabas"), mean, atol=2e-8
+        )
         frame = pd.DataFrame(EX_X[:, order], columns=names, index=["A", "B", "C"])
         sab = treeinner.saabas(booster, frame)
         np.testing.assert_allclose(sab.bias, [mean[0]], atol=2e-8)

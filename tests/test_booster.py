@@ -162,7 +162,7 @@ def test_tree_inner_equals_total_gain(split, kind):
         y = (y > 0.3).astype(int) if kind == "binary" else np.digitize(y, [-0.5, 0.8])
         est = GBMClassifier(**kw, split=split, random_state=0)
     est.fit(X, y)
-    ti = treeinner.tree_inner(est, X, y, "predecomp")
+    ti = treeinner.tree_inner(est, X, y, attribution="predecomp")
     tg = treeinner.total_gain(est)
     if kind == "multiclass":
         ti, tg = ti["total"], tg["total"]

@@ -170,7 +170,7 @@ def test_module_roundtrip_npz(tmp_path):
     back = treeinner.load(tmp_path / "e.npz")
     X = adversarial_rows(model_doc(case.model), case.X, np.random.default_rng(0))
     assert np.array_equal(back.predict_margin(X), ens.predict_margin(X))
-    assert back.source == "catboost" and back.params["l2_scaled_by_mean_weight"]
+    assert back.source == "catboost" and back.l2_scaled_by_mean_weight
 
 
 def test_catboost_version_recorded():

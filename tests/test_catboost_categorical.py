@@ -115,7 +115,7 @@ def test_logloss_with_reference_data_and_importance():
         treeinner.predecomp(ens, Xv)
     ti = treeinner.tree_inner(ens, Xv, yv, reference=(X, y))
     assert ti.idxmax() in ("a", "c2")
-    ug = treeinner.unbiased_gain(ens, Xv, yv, random_state=0, train=(X, y))
+    ug = treeinner.unbiased_gain(ens, Xv, yv, random_state=0, reference=(X, y))
     assert list(ug.index) == ["a", "c1", "c2", "b"]
     with pytest.raises(NotImplementedError, match="Permutation"):
         treeinner.importance(ens, Xv, yv, methods=["permutation"])

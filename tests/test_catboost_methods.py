@@ -4,7 +4,6 @@ computed here directly from the training data and CatBoost's own staged predicti
 from __future__ import annotations
 
 import json
-import warnings
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ import treeinner
 pytest.importorskip("catboost")
 
 from tests._cb_cases import fit, make_X, make_y
+from tests._helpers import quiet_ensemble
 
 LOSSES = ["RMSE", "Logloss"]
 GROW = ["SymmetricTree", "Depthwise", "Lossguide"]
@@ -35,9 +35,7 @@ def trained(request):
         "random_seed": 3,
     }
     m = fit(params, X, y)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ens = treeinner.from_model(m)
+    ens = quiet_ensemble(m)
     return m, ens, X, y
 
 
@@ -83,9 +81,9 @@ def _paths_leaf(ens, X, t):
 
 
 def test_leaves_rebuilt_from_data(trained):
-    """node_values(kind="data") at the leaves equals the model's leaf values (1e-6 relative)."""
+    """node_values(reference=...) at the leaves equals the model's leaf values (1e-6 relative)."""
     m, ens, X, y = trained
-    p = treeinner.node_values(ens, kind="data", reference=(X, y))
+    p = treeinner.node_values(ens, reference=(X, y))
     leaf = ens.left < 0
     # Leaves no training row reaches are 0 in both. CatBoost's sums carry ~1e-8 absolute
     # rounding, so a leaf near 0 is compared at 1e-6 of the largest leaf.
@@ -122,7 +120,7 @@ def test_predecomp_local_accuracy(trained):
     tol = 1e-6 * np.abs(ens.value).max() * ens.n_trees
     np.testing.assert_allclose(att.values.sum(1) + att.bias, margin, rtol=1e-6, atol=tol)
     # and exactly to the node values it was built from
-    p = treeinner.node_values(ens, kind="data", reference=(X, y))
+    p = treeinner.node_values(ens, reference=(X, y))
     rebuilt = ens.base_margin[0] + sum(
         p[ens.tree_offsets[t] + _paths_leaf(ens, X, t)] for t in range(ens.n_trees)
     )
@@ -147,7 +145,7 @@ def test_weighted_l2_scaled_by_mean_weight():
         params = {"loss_function": loss, "iterations": 4, "depth": 3, "learning_rate": 0.5}
         m = fit({**params, "l2_leaf_reg": 3.0, "random_seed": 0}, X, y, sample_weight=w)
         ens = treeinner.from_model(m)
-        p = treeinner.node_values(ens, kind="data", reference=(X, y, w))
+        p = treeinner.node_values(ens, reference=(X, y, w))
         leaf = ens.left < 0
         scale = np.abs(ens.value[leaf]).max()
         np.testing.assert_allclose(p[leaf], ens.value[leaf], rtol=1e-6, atol=1e-6 * scale)

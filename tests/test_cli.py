@@ -1,5 +1,5 @@
 """The ``treeinner`` command line, end to end through subprocesses, plus the chunked
-computation and the progress bar in process.
+computation, every registry method and the (tqdm) progress bar in process.
 
 Every subprocess of the module is started at once by the ``runs`` fixture (a thread pool), so
 the module's wall time is about the CPU time of all of them divided by the cores.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -20,8 +21,10 @@ import pandas as pd
 import pytest
 
 import treeinner
-from treeinner import cli
-from treeinner._progress import ENV_VAR, Progress, resolve_mode
+from treeinner import _methods, cli
+from treeinner._methods import REGISTRY
+from treeinner.cli import _compute
+from treeinner.cli._compute import ENV_VAR, progress_bar, resolve_mode, show_label
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
@@ -90,6 +93,15 @@ def files(tmp_path_factory):
     p["garbage"].write_bytes(b'{"learner": {"gradient_booster": ')
     p["trunc"] = d / "trunc.txt"
     p["trunc"].write_text(p["l"].read_text()[:300])
+    # weighted held-out rows and the training rows, for --weight and --reference
+    p["csv_w"] = d / "vw.csv"
+    valid.assign(w=np.random.default_rng(4).uniform(0.5, 2.0, len(yv))).to_csv(
+        p["csv_w"], index=False
+    )
+    p["train"] = d / "train.csv"
+    X.assign(y=y, w=np.random.default_rng(5).uniform(0.5, 2.0, len(y))).to_csv(
+        p["train"], index=False
+    )
     return d, {k: str(v) for k, v in p.items()}
 
 
@@ -193,9 +205,13 @@ def expected(files):
         "lgb_parquet": treeinner.importance(
             lg, Xp, yp, methods=METHODS_B, random_state=0, n_bootstrap=3
         ),
-        "cb_csv": treeinner.importance(treeinner.load(p["c"]), X, y, ["tree_inner", "abs_shap"]),
+        "cb_csv": treeinner.importance(
+            treeinner.load(p["c"]), X, y, methods=["tree_inner", "abs_shap"]
+        ),
         "select_x": treeinner.select_features(x, X, y, random_state=0),
-        "select_l": treeinner.select_features(lg, Xp, yp, "abs_shap", top_k=2, random_state=0),
+        "select_l": treeinner.select_features(
+            lg, Xp, yp, method="abs_shap", top_k=2, random_state=0
+        ),
     }
 
 
@@ -234,10 +250,13 @@ def _close(got, want):
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10 * scale)
 
 
+_STATE = re.compile(r"(\d+)/(\d+) \[")
+
+
 def _counts(text):
-    """The step counts of every state a progress bar drew (states are separated by CR)."""
-    states = [s for s in text.split("\r") if s.strip()]
-    return states, [int(s.split("/")[0].split()[-1]) for s in states]
+    """The row counts of every state a tqdm bar drew (states are separated by CR)."""
+    states = [s for s in text.split("\r") if _STATE.search(s)]
+    return states, [int(_STATE.search(s).group(1)) for s in states]
 
 
 def _ok(res):
@@ -276,14 +295,17 @@ def test_explain_progress_advances_per_chunk(runs):
     res = runs[0]["xgb_csv"]
     _ok(res)
     # 300 rows in chunks of 64 for each of the 4 row-additive methods, one step of 300 rows
-    # for permutation and unbiased gain, none for total gain: 6 x 300 rows in all
+    # for permutation and unbiased gain, none for total gain (it reads no data): 6 x 300 rows
     states, counts = _counts(res.stderr)
     assert counts == sorted(counts)
     chunked = [0, 64, 128, 192, 256, 300]
     for k in range(4):
         assert all(300 * k + c in counts for c in chunked[1:])
     assert {1500, 1800} <= set(counts)
-    assert states[-1].startswith("treeinner explain [" + "#" * 28 + "] 100% 1800/1800")
+    assert states[-1].startswith("treeinner explain: 100%") and "1800/1800 [" in states[-1]
+    # the postfix names the method being computed, in order
+    labels = [s.strip().rstrip(" ]").rsplit(", ", 1)[-1] for s in states if "rows/s, " in s]
+    assert list(dict.fromkeys(labels)) == METHODS_A
     assert res.stderr.endswith("\n") and res.stderr.count("\n") == 1
 
 
@@ -336,7 +358,7 @@ EXPECTED_WORDS = {
     "feature_mismatch": ["missing", "c"],
     "corrupt_model": ["garbage.json"],
     "truncated_model": ["trunc.txt"],
-    "unknown_method": ["unknown method 'gain'"],
+    "unknown_method": ["method 'gain'", "choose from", "tree_inner_shap", "unbiased_gain"],
     "invalid_labels": ["labels", "binary:logistic"],
     "empty_rows": ["no rows"],
     "empty_file": ["zero.csv"],
@@ -377,21 +399,11 @@ def multiclass(files):
     return treeinner.from_model(b), X, cls
 
 
-ADDITIVE = [
-    "tree_inner",
-    "tree_inner_saabas",
-    "tree_inner_shap",
-    "forest_inner",
-    "forest_inner_saabas",
-    "forest_inner_shap",
-    "abs_predecomp",
-    "abs_saabas",
-    "abs_shap",
-]
+ADDITIVE = [name for name, m in REGISTRY.items() if m.row_additive]
 
 
 @pytest.mark.parametrize("model", ["x", "l", "multiclass"])
-def test_chunked_equals_one_call(files, multiclass, model):
+def test_chunked_equals_one_call(files, multiclass, model, capsys):
     d, p = files
     if model == "multiclass":
         ens, X, y = multiclass
@@ -400,15 +412,17 @@ def test_chunked_equals_one_call(files, multiclass, model):
         X, y = _valid(p)
     w = np.random.default_rng(3).uniform(0.5, 2.0, len(y))
     want = treeinner.importance(ens, X, y, methods=ADDITIVE, sample_weight=w)
-    stream = io.StringIO()
-    bar = Progress(0, mode="always", stream=stream)
-    got = cli.compute_importance(ens, X, y, ADDITIVE, sample_weight=w, chunk_rows=37, progress=bar)
+    capsys.readouterr()
+    with progress_bar("test", "always", _compute.work_rows(ADDITIVE, len(y))) as bar:
+        got = _compute.compute_importance(
+            ens, X, y, ADDITIVE, sample_weight=w, chunk_rows=37, progress=bar
+        )
+        assert bar.n == bar.total == len(ADDITIVE) * 300
     for m in ADDITIVE:
         _close(got[m], want[m])
     # 9 methods over 300 rows in chunks of 37: the bar advanced per chunk
-    assert bar.done == bar.total == 9 * 300
-    _, counts = _counts(stream.getvalue())
-    steps = [300 * k + min(37 * j, 300) for k in range(9) for j in range(1, 10)]
+    _, counts = _counts(capsys.readouterr().err)
+    steps = [300 * k + min(37 * j, 300) for k in range(len(ADDITIVE)) for j in range(1, 10)]
     assert sorted(set(counts) - {0}) == steps
 
 
@@ -417,52 +431,108 @@ def test_automatic_chunks(files, monkeypatch):
     ens = treeinner.load(p["x"])
     X, y = _valid(p)
     # pretend rows are slow: small first chunk, chunks sized for 1 microsecond each
-    monkeypatch.setattr(cli, "_FIRST_CHUNK", 16)
-    monkeypatch.setattr(cli, "_MIN_CHUNK", 16)
-    monkeypatch.setattr(cli, "_TARGET_SECONDS", 1e-6)
+    monkeypatch.setattr(_compute, "_FIRST_CHUNK", 16)
+    monkeypatch.setattr(_compute, "_MIN_CHUNK", 16)
+    monkeypatch.setattr(_compute, "_TARGET_SECONDS", 1e-6)
     calls = []
-    real = cli._chunk_sum
+    real = _compute._rows
 
-    def spy(ens, m, X, y, w):
-        calls.append(len(X))
-        return real(ens, m, X, y, w)
+    def spy(X, a, b):
+        calls.append(b - a)
+        return real(X, a, b)
 
-    monkeypatch.setattr(cli, "_chunk_sum", spy)
-    got = cli.compute_importance(ens, X, y, ["tree_inner", "abs_saabas"])
+    monkeypatch.setattr(_compute, "_rows", spy)
+    got = _compute.compute_importance(ens, X, y, ["tree_inner", "abs_saabas"])
     want = treeinner.importance(ens, X, y, methods=["tree_inner", "abs_saabas"])
     for m in got.columns:
         _close(got[m], want[m])
     assert sum(calls) == 600 and calls[0] == 16 and len(calls) >= 4
 
 
-def test_reference_runs_in_one_call(files):
+def test_reference_chunked_node_values_once(files, monkeypatch):
     d, p = files
     ens = treeinner.load(p["x"])
     X, y = _valid(p)
     Xt, yt = _data(0)
     ref = (Xt, yt)
-    got = cli.compute_importance(
-        ens, X, y, ["tree_inner", "abs_predecomp", "unbiased_gain"], reference=ref, chunk_rows=50
-    )
+    made = []
+    real = _methods.inner_values
+
+    def spy(ens, attribution, reference):
+        made.append(attribution)
+        return real(ens, attribution, reference)
+
+    monkeypatch.setattr(_methods, "inner_values", spy)
+    methods = ["tree_inner", "forest_inner", "abs_predecomp", "unbiased_gain"]
+    got = _compute.compute_importance(ens, X, y, methods, reference=ref, chunk_rows=50)
+    # 6 chunks of each of tree_inner and forest_inner: one set of node values for both
+    assert made == ["predecomp"]
     _close(got["tree_inner"], treeinner.tree_inner(ens, X, y, reference=ref))
+    _close(got["forest_inner"], treeinner.forest_inner(ens, X, y, reference=ref))
     pre = treeinner.predecomp(ens, X, reference=ref).values
     _close(got["abs_predecomp"], np.abs(pre).mean(axis=0))
-    _close(got["unbiased_gain"], treeinner.unbiased_gain(ens, X, y, random_state=0, train=ref))
+    want = treeinner.unbiased_gain(ens, X, y, random_state=0, reference=ref)
+    _close(got["unbiased_gain"], want)
 
 
-def test_canonical_methods():
-    assert cli.canonical_methods(["tree_inner", "abs_shap,forest_inner"], "shap") == [
-        "tree_inner_shap",
-        "abs_shap",
-        "forest_inner_shap",
-    ]
-    assert cli.canonical_methods(["tree_inner_saabas", "tree_inner_saabas"]) == [
-        "tree_inner_saabas"
-    ]
-    with pytest.raises(cli.CLIError, match="unknown method 'gain'"):
-        cli.canonical_methods(["gain"])
-    with pytest.raises(cli.CLIError, match="unknown attribution"):
-        cli.canonical_methods(["tree_inner"], "lime")
+def _explain_out(p, tmp_path, capsys, *args):
+    """Run ``explain`` in process on the weighted held-out rows: status, table, stderr."""
+    out = str(tmp_path / f"o{len(list(tmp_path.iterdir()))}.csv")
+    argv = ["explain", p["x"], "--data", p["csv_w"], "--target", "y", "--weight", "w"]
+    code = cli.main([*argv, "--out", out, "--quiet", *args])
+    err = capsys.readouterr().err
+    return code, (pd.read_csv(out, index_col="feature") if code == 0 else None), err
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_every_registry_method_through_explain(files, tmp_path, capsys, name):
+    d, p = files
+    code, table, err = _explain_out(p, tmp_path, capsys, "--method", name)
+    if code != 0:  # a method needing what the model lacks: one clean line
+        assert code == 1 and err.count("\n") == 1, err
+        assert err.startswith("treeinner: error: ") and "Traceback" not in err
+        return
+    assert list(table.columns) == [name] and list(table.index) == FEATURES
+    frame = pd.read_csv(p["csv_w"])
+    y, w = frame.pop("y").to_numpy(), frame.pop("w").to_numpy()
+    ens = treeinner.load(p["x"])
+    want = treeinner.importance(ens, frame, y, methods=[name], sample_weight=w, random_state=0)
+    _close(table[name], want[name])
+
+
+@pytest.mark.parametrize("reference", [False, True], ids=["plain", "reference"])
+@pytest.mark.parametrize("name", ADDITIVE)
+def test_explain_chunked_equals_one_call(files, tmp_path, capsys, name, reference):
+    d, p = files
+    extra = ["--method", name] + (["--reference", p["train"]] if reference else [])
+    code, whole, err = _explain_out(p, tmp_path, capsys, *extra)  # 300 rows: one chunk
+    assert code == 0, err
+    code, chunked, err = _explain_out(p, tmp_path, capsys, *extra, "--chunk-rows", "7")
+    assert code == 0, err
+    _close(chunked[name], whole[name])
+
+
+def test_library_names_as_options(files, tmp_path, capsys):
+    """--sample-weight and --random-state (the library's names) are --weight and --seed."""
+    d, p = files
+    base = ["explain", p["x"], "--data", p["csv_w"], "--target", "y", "--quiet"]
+    tables = []
+    for names in (
+        ["--weight", "w", "--seed", "3"],
+        ["--sample-weight", "w", "--random-state", "3"],
+    ):
+        out = str(tmp_path / f"lib{len(tables)}.csv")
+        argv = [*base, *names, "--method", "tree_inner,unbiased_gain", "--out", out]
+        assert cli.main(argv) == 0, capsys.readouterr().err
+        tables.append(pd.read_csv(out, index_col="feature"))
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+    frame = pd.read_csv(p["csv_w"])
+    y, w = frame.pop("y").to_numpy(), frame.pop("w").to_numpy()
+    want = treeinner.importance(
+        treeinner.load(p["x"]), frame, y, methods=["tree_inner", "unbiased_gain"],
+        sample_weight=w, random_state=3,
+    )  # fmt: skip
+    _close(tables[1]["unbiased_gain"], want["unbiased_gain"])
 
 
 def test_unexpected_error_one_line_or_traceback_with_debug(files, monkeypatch, capsys):
@@ -491,6 +561,8 @@ def test_unexpected_error_one_line_or_traceback_with_debug(files, monkeypatch, c
         (["select", "{l}", "--data", "{csv}", "--target", "y", "--method", "shap"], "'shap'"),
         (["explain", "{x}", "--data", "{csv}", "--target", "y", "--bootstrap", "1"], "at least 2"),
         (["select", "{x}", "--data", "{csv}", "--target", "y", "--top-k", "0"], "--top-k"),
+        (["explain", "{x}", "--data", "{csv}", "--target", "y", "--attribution", "lime"], "saabas"),
+        (["select", "{x}", "--data", "{csv}", "--target", "y", "--method", "a,b"], "'a"),
     ],
 )
 def test_more_bad_input_in_process(files, capsys, argv, words):
@@ -546,28 +618,57 @@ def test_demo_dispatch(monkeypatch):
     assert seen == [[]]
 
 
-def test_progress_modes(monkeypatch):
-    class Tty(io.StringIO):
-        def isatty(self):
-            return True
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
 
-    for stream, mode, delay, drawn in [
-        (io.StringIO(), "auto", 0.0, False),  # not a terminal
-        (Tty(), "auto", 0.0, True),
-        (Tty(), "auto", 60.0, False),  # quick work: nothing drawn
-        (Tty(), "never", 0.0, False),
-        (io.StringIO(), "always", 60.0, True),
-    ]:
-        with Progress(4, desc="x", mode=mode, delay=delay, stream=stream) as bar:
-            bar.advance(2)
-            bar.advance(2)
-        text = stream.getvalue()
-        assert bool(text) == drawn
-        if drawn:
-            assert text.endswith("\n") and "100% 4/4" in text
-    monkeypatch.setenv("TREEINNER_PROGRESS", "always")
+
+def test_progress_mode_flag_env_and_terminal(monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    assert resolve_mode(None) == "auto"
+    monkeypatch.setenv(ENV_VAR, "always")
     assert resolve_mode(None) == "always"
-    assert resolve_mode("never") == "never"
-    monkeypatch.setenv("TREEINNER_PROGRESS", "sometimes")
+    assert resolve_mode("never") == "never"  # the flag wins over the environment
+    monkeypatch.setenv(ENV_VAR, "sometimes")
     with pytest.raises(ValueError, match="TREEINNER_PROGRESS"):
         resolve_mode(None)
+    monkeypatch.delenv(ENV_VAR)
+    for stream, mode, shown in [
+        (io.StringIO(), None, False),  # auto: stderr is no terminal
+        (_Tty(), None, True),  # auto on a terminal: enabled (drawn after 2 s)
+        (_Tty(), "never", False),
+        (io.StringIO(), "always", True),
+    ]:
+        monkeypatch.setattr(sys, "stderr", stream)
+        with progress_bar("x", mode, 4) as bar:
+            assert bool(bar.disable) == (not shown)
+            show_label(bar, "m")
+            bar.update(2)
+            bar.update(2)
+        text = stream.getvalue()
+        # quick work draws nothing in auto mode, even on a terminal
+        assert bool(text) == (mode == "always"), (mode, text)
+        if text:
+            assert text.endswith("\n") and "100%" in text and "4/4 [" in text and ", m]" in text
+    monkeypatch.setattr(sys, "stderr", _Tty())
+    with progress_bar("x", None, 4) as bar:
+        assert bar.delay == 2
+
+
+def test_progress_env_and_quiet_in_process(files, monkeypatch, capsys):
+    d, p = files
+    argv = ["explain", p["x"], "--data", p["csv"], "--target", "y", "--method", "tree_inner"]
+    monkeypatch.setenv(ENV_VAR, "always")
+    assert cli.main([*argv, "--chunk-rows", "100"]) == 0
+    states, counts = _counts(capsys.readouterr().err)
+    assert sorted(set(counts)) == [0, 100, 200, 300]  # advanced per chunk
+    assert "tree_inner" in states[-1]
+    assert cli.main([*argv, "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv(ENV_VAR, "never")
+    assert cli.main([*argv, "--progress", "always"]) == 0  # the flag wins
+    assert "300/300 [" in capsys.readouterr().err
+    monkeypatch.setenv(ENV_VAR, "sometimes")
+    assert cli.main(argv) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("treeinner: error: TREEINNER_PROGRESS='sometimes'")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import treeinner
+from tests._helpers import quiet, quiet_ensemble
 from treeinner import TreeEnsemble
 from treeinner._thresholds import float32_le_bound, float32_lt_bound
 
@@ -43,19 +43,8 @@ EXPECTED_DTYPES = {
     "learning_rate": np.float64,
     "tree_weight": np.float64,
     "base_margin": np.float64,
+    "grad_params": np.float64,
 }
-
-
-def _from_model(model, **kw):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return treeinner.from_model(model, **kw)
-
-
-def _load(path, **kw):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return treeinner.load(path, **kw)
 
 
 # ---------------------------------------------------------------------- models
@@ -67,7 +56,7 @@ class Case:
         self.X = X
         self.params = params
         self.n_rounds = n_rounds
-        self.ens = _from_model(booster)
+        self.ens = quiet_ensemble(booster)
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +180,11 @@ def test_save_load_round_trip(name, request, tmp_path):
     ens = case.ens
     path = tmp_path / "model.npz"
     ens.save(path)
-    for loaded in (treeinner.load(path), TreeEnsemble.load_npz(path), _load(str(path))):
+    for loaded in (
+        treeinner.load(path),
+        TreeEnsemble.load_npz(path),
+        quiet(treeinner.load, str(path)),
+    ):
         _assert_same_ensemble(ens, loaded)
         np.testing.assert_array_equal(loaded.predict_margin(case.X), ens.predict_margin(case.X))
         np.testing.assert_array_equal(loaded.leaf_index(case.X), ens.leaf_index(case.X))
@@ -257,7 +250,7 @@ def test_saved_file_needs_no_pickle(reg_case, tmp_path):
         assert not v.dtype.hasobject, k
     meta = json.loads(members.pop("__meta__").tobytes().decode())
     assert meta["format"] == "treeinner.TreeEnsemble"
-    assert meta["format_version"] == 1
+    assert meta["format_version"] == 2
     assert meta["feature_names"] == list(reg_case.ens.feature_names)
     for name in ARRAY_FIELDS:
         np.testing.assert_array_equal(members[name], getattr(reg_case.ens, name))
@@ -275,7 +268,7 @@ def _load_both_formats(case, tmp_path):
     for ext in ("json", "ubj"):
         path = tmp_path / f"model.{ext}"
         case.booster.save_model(str(path))
-        out[ext] = _load(path)
+        out[ext] = quiet(treeinner.load, path)
     return out
 
 
@@ -605,7 +598,7 @@ def test_from_booster_reads_training_parameters(reg_case):
     ens = reg_case.ens
     np.testing.assert_allclose(ens.learning_rate, 0.2, rtol=1e-6)
     assert ens.reg_lambda == pytest.approx(2.0, rel=1e-6)
-    e2 = _from_model(reg_case.booster, learning_rate=0.01, reg_lambda=9.0)
+    e2 = quiet_ensemble(reg_case.booster, learning_rate=0.01, reg_lambda=9.0)
     np.testing.assert_array_equal(e2.learning_rate, 0.01)
     assert e2.reg_lambda == 9.0
     np.testing.assert_array_equal(e2.value, ens.value)

@@ -2,13 +2,11 @@
 
 References here are written from the definitions in METHODS.md, slowly and independently of
 the package's staged-pass kernel: per-tree attributions from ``predecomp``/``saabas`` with
-``trees=slice(m, m + 1)``, staged margins from ``predict_margin(iteration_range=(0, it))`` and
+``iteration_range=(m, m + 1)``, staged margins from ``predict_margin(iteration_range=(0, it))`` and
 the gradients of each objective written out below.
 """
 
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -16,8 +14,9 @@ import pytest
 from scipy.special import expit, log_softmax, softmax
 
 import treeinner
+from tests._helpers import quiet_ensemble
 from tests._xgb_cases import xgb
-from treeinner.importance import METHODS
+from treeinner.importance import DEFAULT_METHODS as METHODS
 
 N_CLASS = 3
 
@@ -51,12 +50,6 @@ def _train(objective, X, y, w=None, rounds=20, **params):
     if objective.startswith("multi"):
         prm["num_class"] = N_CLASS
     return xgb.train(prm, xgb.DMatrix(X, y, weight=w), rounds)
-
-
-def _ens(model):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # subsample < 1 warns that PreDecomp is inexact
-        return treeinner.from_model(model)
 
 
 def _normalized(v):
@@ -110,7 +103,7 @@ def test_total_gain_identity_on_training_data(gain_models, objective, eta, lam, 
     """Prop. 3: TreeInner-PreDecomp on the training data is XGBoost's total_gain."""
     booster, X, y, w = gain_models[objective, eta, lam, weighted]
     ref = _normalized(_xgb_total_gain(booster, X.shape[1]))
-    ti = _total(treeinner.tree_inner(booster, X, y, "predecomp", sample_weight=w))
+    ti = _total(treeinner.tree_inner(booster, X, y, attribution="predecomp", sample_weight=w))
     assert np.max(np.abs(_normalized(ti.to_numpy()) - ref)) <= 1e-6
     # the package's own total_gain reads the same numbers
     tg = _total(treeinner.total_gain(booster)).to_numpy()
@@ -122,7 +115,7 @@ def test_total_gain_identity_on_training_data(gain_models, objective, eta, lam, 
 @pytest.mark.parametrize("eta", ETAS)
 def test_total_gain_identity_per_class(gain_models, eta, lam, weighted):
     booster, X, y, w = gain_models["multi:softprob", eta, lam, weighted]
-    ti = treeinner.tree_inner(booster, X, y, "predecomp", sample_weight=w)
+    ti = treeinner.tree_inner(booster, X, y, attribution="predecomp", sample_weight=w)
     tg = treeinner.total_gain(booster)
     cols = [f"class_{c}" for c in range(N_CLASS)]
     assert list(ti.columns) == [*cols, "total"]
@@ -164,7 +157,7 @@ def test_total_gain_identity_from_json_file(gain_models, tmp_path, objective, et
     np.testing.assert_allclose(ens.learning_rate, np.float32(eta), rtol=1e-6)
     assert ens.reg_lambda == pytest.approx(lam, abs=1e-4)
     ref = _normalized(_xgb_total_gain(booster, X.shape[1]))
-    ti = _total(treeinner.tree_inner(ens, X, y, "predecomp", sample_weight=w))
+    ti = _total(treeinner.tree_inner(ens, X, y, attribution="predecomp", sample_weight=w))
     assert np.max(np.abs(_normalized(ti.to_numpy()) - ref)) <= 1e-6
 
 
@@ -216,16 +209,20 @@ def _reference(ens, objective, X, y, w, attribution):
     ti = np.zeros((p, K))
     r_sum = np.zeros((n, p, K))
     neg_g_sum = np.zeros((n, K))
-    for m in range(ens.n_trees):
+    for it in range(ens.n_iterations):
         # trees of one round (classes, parallel trees) share the round start's gradients
-        neg_g = _neg_gradient(objective, margins[int(ens.tree_iteration[m])], y)
-        c = int(ens.tree_group[m])
-        r = attr(ens, X, trees=slice(m, m + 1)).values.reshape(n, p, K)
-        assert not np.any(np.delete(r, c, axis=2))  # a tree only explains its own class
-        r = r[:, :, c]
-        ti[:, c] += (r * (w * neg_g[:, c])[:, None]).sum(axis=0) / ens.learning_rate[m]
-        r_sum[:, :, c] += r
-        neg_g_sum[:, c] += neg_g[:, c]
+        neg_g = _neg_gradient(objective, margins[it], y)
+        trees = np.flatnonzero(ens.tree_iteration == it)
+        lr = ens.learning_rate[trees]
+        assert np.all(lr == lr[0])
+        r = attr(ens, X, iteration_range=(it, it + 1)).values.reshape(n, p, K)
+        for c in range(K):
+            if not np.any(ens.tree_group[trees] == c):
+                assert not np.any(r[:, :, c])  # a class without trees this round: no value
+                continue
+            ti[:, c] += (r[:, :, c] * (w * neg_g[:, c])[:, None]).sum(axis=0) / lr[0]
+            r_sum[:, :, c] += r[:, :, c]
+            neg_g_sum[:, c] += np.sum(ens.tree_group[trees] == c) * neg_g[:, c]  # per tree
     fi = np.einsum("npk,nk->pk", r_sum, w[:, None] * neg_g_sum) / np.mean(ens.learning_rate)
     return ti, fi
 
@@ -269,13 +266,13 @@ def _as_matrix(res):
 def test_tree_and_forest_inner_match_definitions(ref_models, case, attribution):
     booster, Xv, yv, wv = ref_models[case]
     objective, npt = case[0], case[1]
-    ens = _ens(booster)
+    ens = quiet_ensemble(booster)
     assert ens.n_trees == 12 * npt * (N_CLASS if objective.startswith("multi") else 1)
     if case[2]:
         assert np.isnan(Xv).any()
     ti_ref, fi_ref = _reference(ens, objective, Xv, yv, wv, attribution)
-    ti = treeinner.tree_inner(ens, Xv, yv, attribution, sample_weight=wv)
-    fi = treeinner.forest_inner(ens, Xv, yv, attribution, sample_weight=wv)
+    ti = treeinner.tree_inner(ens, Xv, yv, attribution=attribution, sample_weight=wv)
+    fi = treeinner.forest_inner(ens, Xv, yv, attribution=attribution, sample_weight=wv)
     assert np.abs(ti_ref).max() > 0 and np.abs(fi_ref).max() > 0
     np.testing.assert_allclose(_as_matrix(ti), ti_ref, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(_as_matrix(fi), fi_ref, rtol=1e-6, atol=1e-9)
@@ -376,7 +373,7 @@ def test_importance_default_methods(frame_models):
     dm = treeinner.importance(multi, X, y_mc, methods=["tree_inner", "tree_inner_saabas"])
     np.testing.assert_allclose(dm["tree_inner"], treeinner.tree_inner(multi, X, y_mc)["total"])
     np.testing.assert_allclose(
-        dm["tree_inner_saabas"], treeinner.tree_inner(multi, X, y_mc, "saabas")["total"]
+        dm["tree_inner_saabas"], treeinner.tree_inner(multi, X, y_mc, attribution="saabas")["total"]
     )
 
 
@@ -419,7 +416,7 @@ def test_permutation_uses_the_models_loss(objective):
     X, y, _ = _data(objective, 400, p=4, seed=5)
     booster = _train(objective, X[:300], y[:300], rounds=15)
     Xv, yv = X[300:], y[300:]
-    ens = _ens(booster)
+    ens = quiet_ensemble(booster)
     got = treeinner.importance(
         booster, Xv, yv, methods=["permutation"], n_repeats=300, random_state=0
     )["permutation"].to_numpy()
@@ -452,8 +449,10 @@ def test_error_handling(frame_models):
     for fn in (treeinner.tree_inner, treeinner.forest_inner):
         with pytest.raises(ValueError, match="attribution"):
             fn(binary, X, y, attribution="shapley")
-        with pytest.raises(ValueError, match="attribution"):
-            fn(binary, X, y, "PreDecomp")
+        with pytest.raises(ValueError, match="'predecomp', 'saabas', 'shap'"):
+            fn(binary, X, y, attribution="PreDecomp")
+        with pytest.raises(TypeError, match="keyword-only: pass attribution="):
+            fn(binary, X, y, "predecomp")
 
 
 # ---------------------------------------------------------------------- large inputs
@@ -471,7 +470,7 @@ def test_large_input_additive_over_rows():
             )
             np.testing.assert_allclose(whole, parts, rtol=1e-9, atol=1e-9 * np.abs(whole).max())
     # and it is still the definition
-    ens = _ens(booster)
+    ens = quiet_ensemble(booster)
     ti_ref, fi_ref = _reference(ens, "binary:logistic", X, y, w, "predecomp")
     np.testing.assert_allclose(
         treeinner.tree_inner(booster, X, y, sample_weight=w).to_numpy(), ti_ref[:, 0], rtol=1e-6
@@ -526,31 +525,33 @@ def test_bootstrap_reproducible(frame_models):
 def test_bootstrap_resample_is_the_estimate_on_the_resampled_rows():
     """A resample's weights give what the method computes on the copied rows (deterministic
     methods; unbiased gain through its exact expectation for squared error)."""
-    from treeinner.importance import _abs_rows, _replicate
+    from treeinner._methods import Options, get
+    from treeinner.importance import _replicate
 
     X, y, w = _data("reg:squarederror", 400, p=5, seed=2)
-    ens = _ens(_train("reg:squarederror", X[:200], y[:200], rounds=12))
+    ens = quiet_ensemble(_train("reg:squarederror", X[:200], y[:200], rounds=12))
     Xv, yv, wv = X[200:], y[200:], w[200:]
     methods = [
         "tree_inner", "tree_inner_shap", "forest_inner", "forest_inner_saabas",
         "abs_predecomp", "abs_shap", "total_gain", "unbiased_gain",
     ]  # fmt: skip
-    abs_rows = {m: _abs_rows(ens, Xv, m) for m in methods if m.startswith("abs_")}
     n = Xv.shape[0]
     counts = np.random.default_rng(0).multinomial(n, np.full(n, 1 / n))
     assert counts.max() >= 3 and np.sum(counts == 0) > n / 5
     rows = np.repeat(np.arange(n), counts)
-    rep = _replicate(ens, Xv, yv, methods, None, counts, 1, 0, abs_rows)
+    opts = Options(n_repeats=1)
     ref = treeinner.importance(ens, Xv[rows], yv[rows], methods=methods, random_state=0)
     for m in methods:
-        np.testing.assert_allclose(rep[m], ref[m], rtol=1e-9, atol=1e-9, err_msg=m)
-    # with sample weights the counts multiply them (abs_* are unweighted means, as their
-    # point estimates)
-    inner = [m for m in methods if "inner" in m]
-    rep = _replicate(ens, Xv, yv, inner, wv, counts, 1, 0, {})
-    ref = treeinner.importance(ens, Xv[rows], yv[rows], methods=inner, sample_weight=wv[rows])
-    for m in inner:
-        np.testing.assert_allclose(rep[m], ref[m], rtol=1e-9, atol=1e-9, err_msg=m)
+        rep = _replicate(ens, Xv, yv, get(m), opts, counts, 0)
+        np.testing.assert_allclose(rep, ref[m], rtol=1e-9, atol=1e-9, err_msg=m)
+    # with sample weights the counts multiply them (abs_* are weighted means)
+    opts = Options(sample_weight=wv, n_repeats=1)
+    ref = treeinner.importance(
+        ens, Xv[rows], yv[rows], methods=methods[:-2], sample_weight=wv[rows]
+    )
+    for m in methods[:-2]:
+        rep = _replicate(ens, Xv, yv, get(m), opts, counts, 0)
+        np.testing.assert_allclose(rep, ref[m], rtol=1e-9, atol=1e-9, err_msg=m)
 
 
 def test_bootstrap_se_of_a_mean_matches_its_formula():
@@ -574,7 +575,7 @@ def test_bootstrap_se_shrinks_like_one_over_sqrt_n():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(1100, 5))
     y = 2 * X[:, 0] + X[:, 1] + 0.5 * X[:, 2] + rng.normal(size=1100)
-    ens = _ens(_train("reg:squarederror", X[:300], y[:300], rounds=15))
+    ens = quiet_ensemble(_train("reg:squarederror", X[:300], y[:300], rounds=15))
     methods = ["tree_inner", "forest_inner", "abs_predecomp", "permutation", "unbiased_gain"]
     sums = {"tree_inner", "forest_inner"}
     se = {}
@@ -621,7 +622,7 @@ def test_importance_reference_reaches_the_methods_that_use_it():
     ref = (X[:150], y[:150])  # part of the training rows: node values unlike the stored ones
     Xv, yv = X[400:], y[400:]
     methods = ["tree_inner", "forest_inner", "abs_predecomp", "unbiased_gain", "total_gain"]
-    got = treeinner.importance(model, Xv, yv, methods, reference=ref, random_state=0)
+    got = treeinner.importance(model, Xv, yv, methods=methods, reference=ref, random_state=0)
     np.testing.assert_allclose(
         got["tree_inner"], treeinner.tree_inner(model, Xv, yv, reference=ref)
     )
@@ -630,12 +631,12 @@ def test_importance_reference_reaches_the_methods_that_use_it():
     )
     pre = np.abs(treeinner.predecomp(model, Xv, reference=ref).values).mean(axis=0)
     np.testing.assert_allclose(got["abs_predecomp"], pre)
-    ug = treeinner.unbiased_gain(model, Xv, yv, random_state=0, train=ref)
+    ug = treeinner.unbiased_gain(model, Xv, yv, random_state=0, reference=ref)
     np.testing.assert_allclose(got["unbiased_gain"], ug)
     np.testing.assert_array_equal(got["total_gain"], treeinner.total_gain(model))
-    plain = treeinner.importance(model, Xv, yv, ["tree_inner"])
+    plain = treeinner.importance(model, Xv, yv, methods=["tree_inner"])
     assert not np.allclose(got["tree_inner"], plain["tree_inner"])  # the reference was used
     with pytest.raises(ValueError, match="reference"):
-        treeinner.importance(model, Xv, yv, ["tree_inner_saabas"], reference=ref)
+        treeinner.importance(model, Xv, yv, methods=["tree_inner_saabas"], reference=ref)
     with pytest.raises(ValueError, match="n_bootstrap"):
-        treeinner.importance(model, Xv, yv, ["tree_inner"], reference=ref, n_bootstrap=3)
+        treeinner.importance(model, Xv, yv, methods=["tree_inner"], reference=ref, n_bootstrap=3)

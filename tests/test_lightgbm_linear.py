@@ -123,8 +123,7 @@ def test_corrupt_linear_fields(tmp_path):
 def test_linear_leaves_validated_when_built():
     booster, X, y, Xt = _model(103, "regression")
     ens = _convert(booster)
-    lin = dict(ens.params["linear_leaves"])
-    lin["leaf"] = list(lin["leaf"])
-    lin["leaf"][0] = 10_000  # no such leaf in its tree
+    leaf = np.array(ens.linear_leaves.leaf)
+    leaf[0] = 10_000  # no such leaf in its tree
     with pytest.raises(ValueError, match="linear_leaves"):
-        ens.replace(params={**ens.params, "linear_leaves": lin})
+        ens.replace(linear_leaves=ens.linear_leaves._replace(leaf=leaf))

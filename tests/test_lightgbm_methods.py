@@ -8,20 +8,15 @@ import numpy as np
 import pytest
 
 import treeinner
-from tests._lgb_cases import GRADIENT_OBJECTIVES, OBJECTIVES, lgb, make_case
-
-
-def _convert(model):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return treeinner.from_model(model)
+from tests._helpers import quiet_ensemble
+from tests._lgb_cases import GRADIENT_OBJECTIVES, OBJECTIVES, lgb
 
 
 @pytest.mark.parametrize("seed", range(48))
-def test_predecomp_local_accuracy(seed):
+def test_predecomp_local_accuracy(seed, lgb_case):
     """values.sum(1) + bias == margin for every objective (prediction-only ones too)."""
-    case = make_case(seed, objective=OBJECTIVES[seed % len(OBJECTIVES)])
-    ens = _convert(case.booster)
+    case = lgb_case(seed, objective=OBJECTIVES[seed % len(OBJECTIVES)])
+    ens = quiet_ensemble(case.booster)
     att = treeinner.predecomp(ens, case.X)
     margin = ens.predict_margin(case.X)
     total = att.values.sum(axis=1) + att.bias
@@ -62,7 +57,7 @@ def _identity_gap(objective, lr, lam, rounds=12, **extra):
         warnings.simplefilter("error")  # an exact model converts silently
         ens = treeinner.from_model(booster)
     assert ens.inexact == ()
-    ti = treeinner.tree_inner(ens, X, y, "predecomp")
+    ti = treeinner.tree_inner(ens, X, y, attribution="predecomp")
     if ti.ndim == 2:
         ti = ti["total"]
     ti = ti.to_numpy(dtype=float)

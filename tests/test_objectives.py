@@ -22,9 +22,14 @@ import xgboost as xgb
 from scipy.optimize import minimize_scalar
 
 import treeinner
+from tests._helpers import quiet_ensemble
+from treeinner._format import P_MAX_DELTA
+from treeinner.adapters import xgboost as xgb_adapter
+from treeinner.adapters._common import gradient_fields
 from treeinner.ensemble import TreeEnsemble
 from treeinner.kernels.attribution import subtree_sums
-from treeinner.objectives import P_MAX_DELTA, get_objective, grad_hess_row
+from treeinner.kernels.gradients import grad_hess_row
+from treeinner.objectives import get_objective
 
 try:  # the staged pass moved to its own module; importance re-exports it
     from treeinner._staged import _staged
@@ -35,12 +40,6 @@ FLT_EPS = float(np.finfo(np.float32).eps)
 
 
 # ----------------------------------------------------------------------------- helpers
-def _ens(booster) -> TreeEnsemble:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return treeinner.from_model(booster)
-
-
 def _labels(objective: str, rng, X: np.ndarray, n_class: int = 1) -> np.ndarray:
     s = np.nan_to_num(X[:, 0]) + 0.5 * X[:, 1]
     n = X.shape[0]
@@ -237,7 +236,7 @@ def _case_id(c):
 
 def _check_against_xgboost(booster, X, y, w, objective):
     """Cover, inner base_weights and leaf values from our staged sums; returns #clipped nodes."""
-    ens = _ens(booster)
+    ens = quiet_ensemble(booster)
     G, H, C, _, _ = _staged(ens, X, y, w)
     # the reference reads the parameters as the model stores them (decimal strings such as
     # "1.20000005" for a float32 1.2: ~2e-9 off, far below float32 gradient rounding)
@@ -363,7 +362,7 @@ def test_hinge_staged_margin_reaches_the_kink_in_float32():
     FLT_MIN) while the float64 sum of the same leaf values is -0.99999999 (gradient 1,
     hessian 1). This pins down the data the next test relies on."""
     booster, X, y = _hinge_kink_case()
-    ens = _ens(booster)
+    ens = quiet_ensemble(booster)
     f32 = ens.predict_margin(X, iteration_range=(0, 3))  # bit-exact float32 XGBoost margin
     ln = _leaf_nodes(ens, X)
     f64 = ens.base_margin[0] + ens.value[ln[:, :3]].sum(axis=1)
@@ -406,7 +405,7 @@ def _tiny(objective):
         if objective.startswith("multi"):
             params["num_class"] = 3
         booster = xgb.train(params, xgb.DMatrix(X, y), 2)
-        _MODELS[objective] = (_ens(booster), X, y)
+        _MODELS[objective] = (quiet_ensemble(booster), X, y)
     return _MODELS[objective]
 
 
@@ -501,7 +500,7 @@ def test_unsupported_objectives(objective):
     """Objectives with no per-row gradient here: TreeInner refuses them with
     NotImplementedError, while prediction and attributions (which need no gradient) work."""
     booster, X, y = _unsupported(objective)
-    ens = _ens(booster)
+    ens = quiet_ensemble(booster)
     with pytest.raises(NotImplementedError, match=objective):
         treeinner.tree_inner(booster, X, y)
     with pytest.raises(NotImplementedError, match=objective):
@@ -523,7 +522,7 @@ def test_refit_objectives_keep_the_configured_learning_rate(objective):
     params = {"objective": objective, "max_depth": 3, "nthread": 1, "seed": 0, "eta": 0.3}
     if objective == "reg:quantileerror":
         params["quantile_alpha"] = 0.7
-    ens = _ens(xgb.train(params, xgb.DMatrix(X, y), 3))
+    ens = quiet_ensemble(xgb.train(params, xgb.DMatrix(X, y), 3))
     np.testing.assert_allclose(ens.learning_rate, 0.3, rtol=1e-6)
 
 
@@ -555,6 +554,7 @@ def _objective(name, n_outputs=1, **params):
         objective=name,
         objective_params=params,
         source="xgboost",
+        **gradient_fields(xgb_adapter.kernel_objective, name, params, n_outputs),
     )
     return get_objective(ens)
 
@@ -729,6 +729,6 @@ def test_link_inverse_matches_xgboost_predict(objective, extra):
     else:
         y = np.exp(0.3 * X[:, 0]) + (objective == "reg:gamma") * 0.1
     b = xgb.train({"objective": objective, "max_depth": 2, **extra}, xgb.DMatrix(X, y), 3)
-    ens = _ens(b)
+    ens = quiet_ensemble(b)
     pred = get_objective(ens).link_inverse(ens.predict_margin(X))
     np.testing.assert_allclose(pred, b.predict(xgb.DMatrix(X)), rtol=2e-6, atol=1e-7)

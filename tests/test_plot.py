@@ -198,8 +198,12 @@ def test_importance_bad_inputs():
         tplot.importance(pd.DataFrame({"method": ["x", "y"]}, index=["a", "b"]))
     with pytest.raises(ValueError, match="numeric"):
         tplot.importance(pd.DataFrame({"tree_inner_se": [0.1, 0.2]}, index=["a", "b"]))
-    with pytest.raises(ValueError, match="nope"):
+    with pytest.raises(ValueError, match="nope") as info:
         tplot.importance(_frame(), methods=["tree_inner", "nope"])
+    assert "Compute" not in str(info.value)
+    # a method of the registry that the frame lacks: how to compute it
+    with pytest.raises(ValueError, match=r"methods=\['unbiased_gain'\]"):
+        tplot.importance(_frame(), methods=["tree_inner", "unbiased_gain"])
     with pytest.raises(ValueError, match="tree_inner_se"):
         tplot.importance(_frame(), methods=["tree_inner_se"])
     with pytest.raises(TypeError, match="DataFrame"):

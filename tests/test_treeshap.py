@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -18,13 +17,7 @@ from treeinner.ensemble import TreeEnsemble
 from treeinner.treeshap import tree_shap
 
 xgb = pytest.importorskip("xgboost")
-from tests._xgb_cases import make_case  # noqa: E402
-
-
-def _ens(model) -> TreeEnsemble:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return treeinner.from_model(model)
+from tests._helpers import quiet_ensemble  # noqa: E402
 
 
 def _xgb_contribs(booster, X, categorical=False):
@@ -100,9 +93,9 @@ def test_matches_xgboost_pred_contribs(objective, depth, categorical):
 
 
 @pytest.mark.parametrize("seed", range(28))
-def test_matches_xgboost_random_cases(seed):
+def test_matches_xgboost_random_cases(seed, xgb_case):
     """The shared random XGBoost cases: every objective, dart, parallel trees, categoricals."""
-    case = make_case(seed)
+    case = xgb_case(seed)
     got = tree_shap(case.booster, case.frame)
     want, want_bias = _xgb_contribs(case.booster, case.frame, categorical=True)
     assert got.values.shape == want.shape
@@ -110,9 +103,9 @@ def test_matches_xgboost_random_cases(seed):
     _assert_close(got.bias, want_bias)
 
 
-def test_tree_range_matches_xgboost_model_slice():
+def test_iteration_range_matches_xgboost_model_slice():
     booster, X = _fit("multi:softprob", 4, seed=3, n_class=3, rounds=8)
-    got = tree_shap(booster, X, trees=(2, 5))  # boosting rounds 2, 3, 4
+    got = tree_shap(booster, X, iteration_range=(2, 5))  # boosting rounds 2, 3, 4
     want, want_bias = _xgb_contribs(booster[2:5], X)
     _assert_close(got.values, want)
     _assert_close(got.bias, want_bias)
@@ -126,7 +119,7 @@ def test_tree_range_matches_xgboost_model_slice():
 def test_local_accuracy(objective, n_class, categorical):
     booster, X = _fit(objective, 7, seed=5, n_class=n_class, categorical=categorical, rounds=20)
     a = tree_shap(booster, X)
-    margin = _ens(booster).predict_margin(X)
+    margin = quiet_ensemble(booster).predict_margin(X)
     _assert_close(a.values.sum(axis=1) + a.bias, margin, rtol=1e-6)
 
 
@@ -254,7 +247,7 @@ def test_brute_force_hand_built_trees(seed):
 @pytest.mark.parametrize("depth", [1, 2, 3, 4])
 def test_brute_force_one_tree_xgboost(depth):
     booster, X = _fit("binary:logistic", depth, seed=20 + depth, rounds=1, p=4)
-    ens = _ens(booster)
+    ens = quiet_ensemble(booster)
     assert ens.n_trees == 1
     a = tree_shap(booster, X.iloc[:8])
     for r in range(8):
@@ -369,7 +362,7 @@ def test_quadrature_needs_its_points():
 @pytest.mark.parametrize("depth", [10, 12])
 def test_deep_xgboost_models(depth):
     booster, X = _fit("reg:squarederror", depth, seed=depth, rounds=4, n=2000, p=6)
-    ens = _ens(booster)
+    ens = quiet_ensemble(booster)
     assert ens._tree_depth.max() >= depth - 1
     got = tree_shap(booster, X)
     want, bias = _xgb_contribs(booster, X)
@@ -384,6 +377,7 @@ def test_deep_xgboost_models(depth):
 def _staged_reference(booster, ens, X, y, w, link):
     """Per-tree TreeSHAP values and negative gradients from XGBoost's own staged margins."""
     rounds = ens.n_trees // ens.n_outputs
+    assert np.array_equal(ens.tree_iteration, np.repeat(np.arange(rounds), ens.n_outputs))
     per_tree = []
     gsum = np.zeros((len(X), ens.n_outputs))
     for m in range(rounds):
@@ -394,9 +388,10 @@ def _staged_reference(booster, ens, X, y, w, link):
             F = np.asarray(F, dtype=np.float64).reshape(len(X), -1)
         neg_g = -w[:, None] * link(F, y)
         gsum += neg_g
+        # round m has one tree per output: output c's values are those of its tree alone
+        phi = tree_shap(ens, X, iteration_range=(m, m + 1)).values
+        phi = phi if phi.ndim == 3 else phi[:, :, None]
         for t in range(m * ens.n_outputs, (m + 1) * ens.n_outputs):
-            phi = tree_shap(ens, X, trees=slice(t, t + 1)).values
-            phi = phi if phi.ndim == 3 else phi[:, :, None]
             c = int(ens.tree_group[t])
             per_tree.append((phi[:, :, c] * neg_g[:, [c]]).sum(axis=0) / ens.learning_rate[t])
     return np.array(per_tree), gsum
@@ -415,7 +410,7 @@ def _softmax_grad(F, y):
 @pytest.mark.parametrize("weighted", [False, True])
 def test_tree_inner_and_forest_inner_shap_binary(weighted):
     booster, X = _fit("binary:logistic", 4, seed=3, rounds=8, n=400)
-    ens = _ens(booster)
+    ens = quiet_ensemble(booster)
     Xn = X.to_numpy()
     y = (np.nan_to_num(Xn[:, 0]) + np.random.default_rng(0).normal(size=400) > 0).astype(float)
     w = np.random.default_rng(1).uniform(0.2, 3.0, 400) if weighted else np.ones(400)
@@ -432,7 +427,7 @@ def test_tree_inner_and_forest_inner_shap_binary(weighted):
 
 def test_tree_inner_shap_multiclass_and_importance():
     booster, X = _fit("multi:softmax", 3, seed=4, n_class=3, rounds=5, n=400)
-    ens = _ens(booster)
+    ens = quiet_ensemble(booster)
     Xn = X.to_numpy()
     y = np.random.default_rng(2).integers(0, 3, size=400).astype(np.float64)
     per_tree, gsum = _staged_reference(booster, ens, X, y, np.ones(400), _softmax_grad)
@@ -460,7 +455,7 @@ def test_tree_inner_shap_refuses_reference():
 # ---------------------------------------------------------------------- errors
 def test_no_covers_raises():
     booster, X = _fit("reg:squarederror", 3, seed=0)
-    ens = _ens(booster)
+    ens = quiet_ensemble(booster)
     bad = ens.replace(cover=np.where(ens.left >= 0, np.nan, ens.cover))
     with pytest.raises(ValueError, match="stores no covers"):
         tree_shap(bad, X)
@@ -480,7 +475,7 @@ def _benchmark(n=10_000, p=50, rounds=200, depth=6, threads=2):
     params = {"max_depth": depth, "eta": 0.1, "nthread": threads, "seed": 0}
     booster = xgb.train(params, xgb.DMatrix(X, y), rounds)
     tree_shap(booster, X[:100])  # compile / load the cache
-    ens = _ens(booster)
+    ens = quiet_ensemble(booster)
     dm = xgb.DMatrix(X)
     booster.predict(dm, pred_contribs=True)
     best = {}

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import types
-import warnings
 import zlib
 
 import numpy as np
@@ -40,6 +39,7 @@ import treeinner
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
 cb = pytest.importorskip("catboost")
+from tests._helpers import quiet_ensemble  # noqa: E402
 from tests.test_treeshap import _brute_shapley  # noqa: E402
 
 pytestmark = [
@@ -93,12 +93,6 @@ def _data(seed, kind, categorical, n=N):
 
 def _seed(*parts) -> int:
     return zlib.crc32(repr(parts).encode())
-
-
-def _ens(model):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return treeinner.from_model(model)
 
 
 def _max_depth(ens) -> int:
@@ -202,7 +196,7 @@ def _xgb_model(kind, depth, categorical):
         params.update(tree_method="hist", max_cat_to_onehot=1 if depth % 2 else 8)
     dtrain = xgb.DMatrix(frame, y, enable_categorical=categorical)
     booster = xgb.train(params, dtrain, ROUNDS)
-    ens = _ens(booster)
+    ens = quiet_ensemble(booster)
     assert _max_depth(ens) == depth
     if categorical:
         assert np.any(ens.split_type[ens.left >= 0] != 0)
@@ -241,7 +235,7 @@ def _lgb_model(kind, depth, categorical):
         cat_cols = [CAT_AT]
     ds = lgb.Dataset(X, y, categorical_feature=cat_cols or "auto")
     booster = lgb.train(_lgb_params(kind, depth, categorical, seed % 1000), ds, ROUNDS)
-    ens = _ens(booster)
+    ens = quiet_ensemble(booster)
     assert _max_depth(ens) == depth
     if categorical:
         assert np.any(ens.split_type[ens.left >= 0] != 0)
@@ -276,7 +270,7 @@ def _cb_model(kind, depth, categorical, grow, seed=0, n=N, iterations=ROUNDS, on
     if grow == "Lossguide":
         params["max_leaves"] = min(2**depth, 64)
     model = cb.CatBoost(params).fit(frame, y)
-    ens = _ens(model)
+    ens = quiet_ensemble(model)
     numeric = [frame.columns.get_loc(c) for c in NUMERIC]
     return model, _at_thresholds(ens, frame, numeric, rng), tuple(cat)
 
@@ -377,7 +371,7 @@ def test_catboost_not_additive_where_treeinner_is(grow, depth, seed):
     its prediction (catboost #1125, #2136, #2556); treeinner's do, and are the Shapley values
     computed from the definition."""
     model, rows, cat = _cb_model("regression", depth, False, grow, seed=seed, n=200, iterations=1)
-    ens = _ens(model)
+    ens = quiet_ensemble(model)
     assert ens.n_trees == 1 and _max_depth(ens) == depth and np.sum(ens.left < 0) < 2**depth
     ref, margin = _cb_reference(model, rows, cat, 1)
     assert _cb_additivity_error(ref, margin) > 1e-3  # CatBoost is off
@@ -406,7 +400,7 @@ def test_catboost_non_symmetric_categorical_refused(grow):
     """TreeSHAP reads splits off the row's path; CatBoost only tells how a row goes at the
     categorical splits it passes, so these models get a clear error, not wrong values."""
     model, rows, _ = _cb_model("regression", 3, True, grow, seed=1, n=600, iterations=2)
-    ens = _ens(model)
+    ens = quiet_ensemble(model)
     assert np.any((ens.left >= 0) & (ens.feature >= rows.shape[1]))  # categorical splits
     with pytest.raises(NotImplementedError, match="Depthwise/Lossguide"):
         treeinner.tree_shap(model, rows)
@@ -418,7 +412,7 @@ def test_catboost_non_symmetric_categorical_refused(grow):
 def test_catboost_symmetric_ctr_splits(kind, depth):
     """Oblivious trees with CTR splits on the categorical column (one_hot_max_size=1)."""
     model, rows, cat = _cb_model(kind, depth, True, "SymmetricTree", one_hot_max_size=1)
-    ens = _ens(model)
+    ens = quiet_ensemble(model)
     assert ens.input_map is not None and ens.n_features > rows.shape[1]
     ref, margin = _cb_reference(model, rows, cat, _n_out(kind))
     assert _cb_additivity_error(ref, margin) <= F64_SUM_RTOL

@@ -66,7 +66,7 @@ def _grad(objective, y, F, c):
 
 
 def reference(booster, objective, lam, eta, X, y, w=None, draws=None, n_draws=1, min_samples=1,
-              train=None):  # fmt: skip
+              training=None):  # fmt: skip
     """Per-split unbiased gain, node by node with explicit row sets.
 
     XGBoost keeps eta in float32, so leaves are float32(eta) times the leaf weight (divided by
@@ -87,8 +87,8 @@ def reference(booster, objective, lam, eta, X, y, w=None, draws=None, n_draws=1,
     w = np.ones(X.shape[0]) if w is None else w
     margins = _staged_margins(booster, X, base, rounds)
     leaf = _leaf_of(booster, X)
-    if train is not None:
-        Xt, yt = train
+    if training is not None:
+        Xt, yt = training
         tmargins = _staged_margins(booster, Xt, base, rounds)
         tleaf = _leaf_of(booster, Xt)
     out = []
@@ -105,14 +105,14 @@ def reference(booster, objective, lam, eta, X, y, w=None, draws=None, n_draws=1,
         # training sums: from the dump, or from the training rows
         G = {}
         for u in range(n_nodes):
-            if train is not None:
+            if training is not None:
                 ru = rows(u, tleaf)
                 G[u] = sum(_grad(objective, yt[i], tmargins[r][i], c)[0] for i in ru)
             elif left[u] < 0:
                 v = float(np.float32(tree["split_conditions"][u]))  # JSON prints float32s
                 h = float(np.float32(tree["sum_hessian"][u]))
                 G[u] = -v * (h + lam) / lr
-        if train is None:
+        if training is None:
             for u in reversed(range(n_nodes)):  # children have larger ids than parents
                 if left[u] >= 0:
                     G[u] = G[left[u]] + G[right[u]]
@@ -189,14 +189,14 @@ def _per_split(res):
 def test_reference_squared_error_exact(lam, use_train):
     b, Xt, yt, X, y = _model("reg:squarederror", seed=int(lam * 10) + use_train, lam=lam)
     train = (Xt, yt) if use_train else None
-    ref = reference(b, "reg:squarederror", lam, 0.3, X, y, train=train)
-    got = treeinner.unbiased_gain(b, X, y, per_split=True, train=train)
+    ref = reference(b, "reg:squarederror", lam, 0.3, X, y, training=train)
+    got = treeinner.unbiased_gain(b, X, y, per_split=True, reference=train)
     ref = np.array(ref)
     np.testing.assert_array_equal(got[["tree", "node", "k", "n_node", "n_left", "n_right"]],
                                   ref[:, [0, 1, 3, 4, 5, 6]].astype(np.int64))  # fmt: skip
     np.testing.assert_allclose(got["unbiased_gain"], ref[:, 2], rtol=1e-10, atol=1e-10)
     # the per-feature sums are the per-split sums
-    series = treeinner.unbiased_gain(b, X, y, train=train)
+    series = treeinner.unbiased_gain(b, X, y, reference=train)
     by_feature = got.groupby("feature")["unbiased_gain"].sum()
     np.testing.assert_allclose(series[by_feature.index], by_feature, rtol=1e-12)
 
@@ -443,7 +443,7 @@ def test_dart_warns_unless_trained_sums():
         treeinner.unbiased_gain(ens, X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        treeinner.unbiased_gain(ens, X, y, train=(X, y))
+        treeinner.unbiased_gain(ens, X, y, reference=(X, y))
 
 
 def test_errors():
@@ -469,16 +469,16 @@ def test_errors():
         treeinner.unbiased_gain(b, X, y, sample_weight=-np.ones(len(y)))
     with pytest.raises(ValueError, match="feature"):
         treeinner.unbiased_gain(b, X[:, :3], y)
-    with pytest.raises(ValueError, match="train"):
-        treeinner.unbiased_gain(b, X, y, train=(Xt,))
+    with pytest.raises(ValueError, match="reference"):
+        treeinner.unbiased_gain(b, X, y, reference=(Xt,))
     ens = treeinner.from_model(b)
     no_cover = ens.replace(cover=np.full(ens.n_nodes, np.nan))
-    with pytest.raises(ValueError, match="train="):
+    with pytest.raises(ValueError, match="reference="):
         treeinner.unbiased_gain(no_cover, X, y)
     # with the training data the sums come from it
-    s = treeinner.unbiased_gain(no_cover, X, y, random_state=0, train=(Xt, yt))
+    s = treeinner.unbiased_gain(no_cover, X, y, random_state=0, reference=(Xt, yt))
     np.testing.assert_allclose(
-        s, treeinner.unbiased_gain(ens, X, y, random_state=0, train=(Xt, yt))
+        s, treeinner.unbiased_gain(ens, X, y, random_state=0, reference=(Xt, yt))
     )
 
 
@@ -504,7 +504,7 @@ def _other_booster_data(seed, n=800):
 @pytest.mark.parametrize("task", ["binary", "regression"])
 def test_lightgbm_sums_from_the_model_equal_sums_from_training_data(task):
     """Without bagging, G rebuilt from LightGBM's leaves is the training gradient sum, so the
-    unbiased gain from the model and from train= agree (to LightGBM's float32 gradients)."""
+    unbiased gain from the model and from reference= agree (to LightGBM's float32 gradients)."""
     lgb = pytest.importorskip("lightgbm")
     Xt, Xv, ybt, ybv, yrt, yrv = _other_booster_data(31)
     yt, yv = (ybt, ybv) if task == "binary" else (yrt, yrv)
@@ -512,7 +512,7 @@ def test_lightgbm_sums_from_the_model_equal_sums_from_training_data(task):
               "verbose": -1, "min_data_in_leaf": 5}  # fmt: skip
     b = lgb.train(params, lgb.Dataset(Xt, yt), 8)
     a = treeinner.unbiased_gain(b, Xv, yv, random_state=4, per_split=True)
-    t = treeinner.unbiased_gain(b, Xv, yv, random_state=4, per_split=True, train=(Xt, yt))
+    t = treeinner.unbiased_gain(b, Xv, yv, random_state=4, per_split=True, reference=(Xt, yt))
     np.testing.assert_array_equal(a["k"], t["k"])
     scale = np.abs(a["unbiased_gain"]).max()
     np.testing.assert_allclose(a["unbiased_gain"], t["unbiased_gain"], atol=1e-5 * scale)
@@ -527,13 +527,13 @@ def test_catboost_needs_training_data_for_logloss():
               "random_seed": 0, "leaf_estimation_iterations": 1,
               "allow_writing_files": False}  # fmt: skip
     clf = cb.CatBoostClassifier(loss_function="Logloss", **common).fit(Xt, ybt)
-    with pytest.raises(ValueError, match="train="):
+    with pytest.raises(ValueError, match="reference="):
         treeinner.unbiased_gain(clf, Xv, ybv, random_state=0)
-    s = treeinner.unbiased_gain(clf, Xv, ybv, random_state=0, train=(Xt, ybt))
+    s = treeinner.unbiased_gain(clf, Xv, ybv, random_state=0, reference=(Xt, ybt))
     assert s.idxmax() == s.index[0]
     # RMSE: the leaf weights are the hessian sums, so the model alone suffices and agrees
     reg = cb.CatBoostRegressor(loss_function="RMSE", **common).fit(Xt, yrt)
     a = treeinner.unbiased_gain(reg, Xv, yrv, per_split=True)
-    t = treeinner.unbiased_gain(reg, Xv, yrv, per_split=True, train=(Xt, yrt))
+    t = treeinner.unbiased_gain(reg, Xv, yrv, per_split=True, reference=(Xt, yrt))
     scale = np.abs(a["unbiased_gain"]).max()
     np.testing.assert_allclose(a["unbiased_gain"], t["unbiased_gain"], atol=1e-6 * scale)

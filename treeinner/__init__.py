@@ -1,14 +1,18 @@
 """treeinner: debiased feature importance for already-trained gradient boosted trees."""
 
+from ._gain import total_gain
+from ._inner import forest_inner, tree_inner
+from ._methods import METHODS
 from .adapters import from_model, load
 from .attribution import Attribution, node_values, predecomp, saabas
 from .ensemble import TreeEnsemble
-from .importance import forest_inner, importance, total_gain, tree_inner
+from .importance import importance
 from .selection import select_features
 from .treeshap import tree_shap
 from .unbiased import unbiased_gain
 
 __all__ = [
+    "METHODS",
     "Attribution",
     "TreeEnsemble",
     "TreeInnerSelector",

@@ -28,8 +28,9 @@ except ImportError as e:  # pragma: no cover - exercised only without scikit-lea
         "(or pip install 'treeinner[test]')."
     ) from e
 
+from ._api import public
+from ._methods import get
 from .selection import (
-    _REFERENCE_METHODS,
     _check_threshold,
     _check_top_k,
     _feature_scores,
@@ -117,11 +118,13 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         ``treeinner.booster.GBMRegressor`` / ``GBMClassifier``; it is cloned, never
         fitted itself.
     method : str, default "tree_inner"
-        The score: any column of ``treeinner.importance`` (``tree_inner``,
+        The score: any method of ``treeinner.importance`` (``tree_inner``,
         ``forest_inner``, ``unbiased_gain``, ``permutation``, ``total_gain``, ``abs_shap``,
-        ...). Multiclass models are scored by the total over classes.
+        ...), as for ``treeinner.select_features``. Multiclass models are scored by the
+        total over classes.
     attribution : {"predecomp", "saabas", "shap"}, default "predecomp"
-        The attribution of ``tree_inner`` / ``forest_inner``.
+        The attribution of ``tree_inner`` / ``forest_inner`` (``method="tree_inner",
+        attribution="shap"`` scores with ``tree_inner_shap``).
     validation_fraction : float, default 0.25
         Share of the rows held out for scoring (stratified by class for classifiers), when
         ``cv`` is None. The same split is used in every round.
@@ -187,9 +190,11 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
     (an object array of numbers is converted), classifiers' labels are kept as given.
     """
 
+    @public
     def __init__(
         self,
         estimator: Any,
+        *,
         method: str = "tree_inner",
         attribution: str = "predecomp",
         validation_fraction: float = 0.25,
@@ -366,14 +371,20 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
             Xt = _take(X, test, sub)
             try:
                 reference = None
-                if column in _REFERENCE_METHODS and _needs_reference(model):
-                    # no stored hessian covers (CatBoost beyond RMSE): node values from the
-                    # rows the model was trained on
+                if get(column).uses_reference and _needs_reference(model):
+                    # no stored hessian covers (CatBoost beyond RMSE): node values and training
+                    # sums from the rows the model was trained on
                     reference = (_take(X, train, sub), y[train])
                     if sw is not None:
                         reference += (sw[train],)
                 s = _feature_scores(
-                    model, Xt, y[test], column, None if sw is None else sw[test], seed, reference
+                    model,
+                    Xt,
+                    y[test],
+                    column,
+                    sample_weight=None if sw is None else sw[test],
+                    random_state=seed,
+                    reference=reference,
                 )
             except TypeError as e:
                 if "Cannot explain" in str(e):

@@ -9,7 +9,7 @@ import numpy as np
 
 from .ensemble import TreeEnsemble
 from .kernels import attribution as K
-from .objectives import get_objective
+from .objectives import Objective, get_objective
 
 
 def _weights(sample_weight: Any, n: int) -> np.ndarray:
@@ -27,6 +27,13 @@ def _iter_ptr(ens: TreeEnsemble) -> np.ndarray:
     """Start of every boosting round's trees (trees of one round share gradients)."""
     starts = np.flatnonzero(np.diff(ens.tree_iteration)) + 1
     return np.concatenate([[0], starts, [ens.n_trees]]).astype(np.int64)
+
+
+def stages(ens: TreeEnsemble, obj: Objective) -> K.Stages:
+    """How the staged-pass kernels carry the model's margins, with the kernel objective ``obj``."""
+    return K.Stages(
+        _iter_ptr(ens), ens.base_margin, obj.code, obj.prm, ens._float32_input, ens.float32_sum
+    )
 
 
 def _inputs(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any):
@@ -56,29 +63,10 @@ def _staged(
     GS = np.zeros((n_chunks, ens.n_outputs))
     parent = K.parents(ens.left, ens.right)
     p = forest_p if forest else np.zeros(ens.n_nodes)
+    nodes, layout, st = ens._nodes(), ens._layout, stages(ens, obj)
     for start, block in blocks:
-        stop = start + block.shape[0]
+        rows = slice(start, start + block.shape[0])
         K.staged_pass(
-            block,
-            yv[start:stop],
-            w[start:stop],
-            ens._nodes(),
-            ens._layout,
-            _iter_ptr(ens),
-            ens.base_margin,
-            obj.code,
-            obj.prm,
-            ens._float32_input,
-            ens.float32_sum,
-            n_chunks,
-            parent,
-            p,
-            forest,
-            need_hc,
-            G,
-            H,
-            C,
-            FI,
-            GS,
+            block, yv[rows], w[rows], nodes, layout, st, parent, p, forest, need_hc, G, H, C, FI, GS
         )
     return G.sum(0), H.sum(0), C.sum(0), FI.sum(0), GS.sum(0)

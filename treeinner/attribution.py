@@ -8,22 +8,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import _api
+from ._api import public
 from ._staged import _staged
 from .adapters import from_model
 from .ensemble import TreeEnsemble
 from .kernels import attribution as K
 
-_ATTRIBUTIONS = {"predecomp": "regularized", "saabas": "mean"}
-
-
-def _kind(attribution: str) -> str:
-    """Node-value kind of an attribution name."""
-    try:
-        return _ATTRIBUTIONS[attribution]
-    except KeyError:
-        raise ValueError(
-            f"attribution must be one of {sorted(_ATTRIBUTIONS)}, got {attribution!r}."
-        ) from None
+#: The attributions with node values (TreeSHAP has none).
+PATH_ATTRIBUTIONS = ("predecomp", "saabas")
 
 
 __all__ = ["Attribution", "node_values", "predecomp", "saabas"]
@@ -79,6 +72,27 @@ def _feature_matrix(feature_names: Any, X: Any, n: int) -> tuple[np.ndarray, dic
     return out, cats
 
 
+def _output_index(output: Any, n_outputs: int) -> int:
+    """``output``, checked to be an output (class) of an attribution with ``n_outputs``."""
+    if (
+        isinstance(output, bool)
+        or not isinstance(output, (int, np.integer))
+        or not 0 <= output < n_outputs
+    ):
+        raise ValueError(
+            f"output must be an int in [0, {n_outputs}) for this attribution with "
+            f"{n_outputs} output(s), got {output!r}."
+        )
+    return int(output)
+
+
+def _positive_int(name: str, v: Any) -> int:
+    """``v`` as an int, checked to be a positive integer (the argument ``name``)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name} must be a positive integer, got {v!r}.")
+    return int(v)
+
+
 @dataclass(frozen=True)
 class Attribution:
     """Per-row, per-feature attributions.
@@ -100,7 +114,8 @@ class Attribution:
     feature_names: tuple[str, ...]
     index: Any = None
 
-    def to_frame(self, output: int | None = None) -> pd.DataFrame:
+    @public
+    def to_frame(self, *, output: int | None = None) -> pd.DataFrame:
         """The values as a DataFrame with one column per feature.
 
         Parameters
@@ -121,7 +136,8 @@ class Attribution:
             v = v[:, :, output]
         return pd.DataFrame(v, columns=list(self.feature_names), index=self.index)
 
-    def to_shap(self, X: Any = None, output: int | None = None) -> Any:
+    @public
+    def to_shap(self, X: Any = None, *, output: int | None = None) -> Any:
         """The attributions as a ``shap.Explanation``, so shap's own plots work on them.
 
         Parameters
@@ -163,11 +179,11 @@ class Attribution:
                 base = np.tile(bias, (n, 1))
                 output_names = [f"class_{k}" for k in range(v.shape[2])]
             else:
-                k = self._output(output, v.shape[2])
+                k = _output_index(output, v.shape[2])
                 v, base = v[:, :, k], np.full(n, bias[k])
         else:
             if output is not None:
-                self._output(output, 1)
+                _output_index(output, 1)
             base = np.full(n, bias[0])
         data = display = None
         if X is not None:
@@ -181,19 +197,6 @@ class Attribution:
             output_names=output_names,
         )
 
-    @staticmethod
-    def _output(output: Any, n_outputs: int) -> int:
-        if (
-            isinstance(output, bool)
-            or not isinstance(output, (int, np.integer))
-            or not 0 <= output < n_outputs
-        ):
-            raise ValueError(
-                f"output must be an int in [0, {n_outputs}) for this attribution with "
-                f"{n_outputs} output(s), got {output!r}."
-            )
-        return int(output)
-
     def _data(self, X: Any, n: int) -> tuple[np.ndarray, Any]:
         """X as a float (n, p) matrix in the attribution's feature order, and the DataFrame to
         display where it has categorical columns."""
@@ -205,78 +208,112 @@ class Attribution:
         return out, display
 
 
-def _tree_range(ens: TreeEnsemble, trees: Any) -> tuple[int, int]:
-    """A ``slice`` of trees or an ``(start, stop)`` iteration range -> tree indices."""
-    if trees is None:
+def _tree_range(ens: TreeEnsemble, iteration_range: Any) -> tuple[int, int]:
+    """An ``iteration_range=(start, stop)`` of boosting rounds -> tree indices ``lo, hi``
+    (``stop=0`` means all rounds, as ``TreeEnsemble.predict_margin``)."""
+    if iteration_range is None:
         return 0, ens.n_trees
-    if isinstance(trees, slice):
-        lo, hi, step = trees.indices(ens.n_trees)
-        if step != 1 or hi <= lo:
-            raise ValueError(f"trees={trees} must be a non-empty slice with step 1.")
-        return lo, hi
-    return ens._tree_range(tuple(trees))
+    if (
+        isinstance(iteration_range, (str, bytes, slice))
+        or not hasattr(iteration_range, "__len__")
+        or len(iteration_range) != 2
+        or not all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in iteration_range
+        )
+    ):
+        raise TypeError(
+            "iteration_range must be None or (start, stop): two ints, boosting rounds "
+            f"start..stop-1 (stop=0 means all rounds), got {iteration_range!r}."
+        )
+    return ens._tree_range(tuple(int(v) for v in iteration_range))
 
 
-def node_values(model: Any, kind: str = "regularized", reference: Any = None) -> np.ndarray:
-    """p(t) of every node, in one of the three variants of METHODS.md.
+def _reference(reference: Any) -> tuple[Any, Any, Any]:
+    """``(X, y)`` or ``(X, y, sample_weight)`` -> ``(X, y, sample_weight or None)``."""
+    if not isinstance(reference, (tuple, list)) or len(reference) not in (2, 3):
+        raise ValueError(
+            "reference must be (X_train, y_train) or (X_train, y_train, sample_weight), got "
+            f"{type(reference).__name__}"
+            f"{f' of length {len(reference)}' if isinstance(reference, (tuple, list)) else ''}."
+        )
+    return reference[0], reference[1], reference[2] if len(reference) == 3 else None
+
+
+def _data_values(ens: TreeEnsemble, reference: Any) -> np.ndarray:
+    """PreDecomp's p(t) = -lr G_t / (H_t + lambda) with G_t, H_t summed over ``reference``."""
+    Xr, yr, wr = _reference(reference)
+    G, H, _, _, _ = _staged(ens, Xr, yr, wr)
+    Gs = np.empty(ens.n_nodes)
+    Hs = np.empty(ens.n_nodes)
+    K.subtree_sums(ens.left, ens.right, ens.tree_offsets, G, Gs)
+    K.subtree_sums(ens.left, ens.right, ens.tree_offsets, H, Hs)
+    lr = ens.learning_rate[ens._node_tree]
+    lam = ens.reg_lambda
+    if wr is not None and ens.l2_scaled_by_mean_weight:
+        # the booster scaled l2 by its training set's mean sample weight (CatBoost)
+        w = np.asarray(wr, dtype=np.float64)
+        lam = lam * float(np.mean(w)) if w.size else lam
+    den = Hs + lam
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, -lr * Gs / den, 0.0)
+
+
+@public
+def node_values(model: Any, *, attribution: str = "predecomp", reference: Any = None) -> np.ndarray:
+    """p(t) of every node, the node values a path attribution is built from (METHODS.md).
 
     Parameters
     ----------
     model : TreeEnsemble or a supported booster
-    kind : {"regularized", "mean", "data"}
-        ``"regularized"``: PreDecomp's p(t) = [(H_L + lambda) p(L) + (H_R + lambda) p(R)] /
-        (H_t + lambda) from the leaves and the stored covers; ``"mean"``: Saabas' cover-weighted
-        means (lambda = 0); ``"data"``: p(t) = -lr G_t / (H_t + lambda) with G_t, H_t summed
-        over ``reference`` with the staged gradients (for every node, leaves included).
+    attribution : {"predecomp", "saabas"}, default "predecomp"
+        ``"predecomp"``: PreDecomp's p(t) = [(H_L + lambda) p(L) + (H_R + lambda) p(R)] /
+        (H_t + lambda), from the leaves and the stored hessian covers; ``"saabas"``: Saabas'
+        cover-weighted means (lambda = 0). TreeSHAP has no node values.
     reference : tuple, optional
-        ``(X, y)`` or ``(X, y, sample_weight)``: the data set of ``kind="data"`` (normally the
-        training set).
+        ``(X_train, y_train)`` or ``(X_train, y_train, sample_weight)``, normally the training
+        set: PreDecomp's p(t) = -lr G_t / (H_t + lambda) with G_t, H_t summed over these rows
+        with the staged gradients (for every node, leaves included), instead of the stored
+        covers. Needed for models that store no covers (CatBoost beyond RMSE). Only with
+        ``attribution="predecomp"``.
 
     Returns
     -------
     ndarray of float64, shape (n_nodes,)
+
+    Raises
+    ------
+    ValueError
+        For another attribution, ``reference`` with ``"saabas"``, or a model without stored
+        covers and no ``reference``.
     """
+    _api.check_attribution(attribution, PATH_ATTRIBUTIONS)
     ens = from_model(model)
-    if kind == "data":
-        if reference is None or len(reference) not in (2, 3):
-            raise ValueError('kind="data" needs reference=(X, y) or (X, y, sample_weight).')
-        Xr, yr, *wr = reference
-        G, H, _, _, _ = _staged(ens, Xr, yr, wr[0] if wr else None)
-        Gs = np.empty(ens.n_nodes)
-        Hs = np.empty(ens.n_nodes)
-        K.subtree_sums(ens.left, ens.right, ens.tree_offsets, G, Gs)
-        K.subtree_sums(ens.left, ens.right, ens.tree_offsets, H, Hs)
-        lr = ens.learning_rate[ens._node_tree]
-        lam = ens.reg_lambda
-        if wr and ens.params.get("l2_scaled_by_mean_weight"):
-            # CatBoost scales l2_leaf_reg by the mean sample weight of the training set
-            w = np.asarray(wr[0], dtype=np.float64)
-            lam = lam * float(np.mean(w)) if w.size else lam
-        den = Hs + lam
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(den > 0, -lr * Gs / den, 0.0)
-    if kind not in ("regularized", "mean"):
-        raise ValueError(f"kind must be 'regularized', 'mean' or 'data', got {kind!r}.")
+    if reference is not None:
+        if attribution != "predecomp":
+            raise ValueError(
+                "reference= recomputes PreDecomp node values from data; "
+                f"attribution={attribution!r} does not take it (use attribution='predecomp')."
+            )
+        return _data_values(ens, reference)
     cover = ens.cover
     if np.any(~np.isfinite(cover)):
         raise ValueError(
             f"The {ens.source} model does not store hessian covers (objective "
-            f"{ens.objective!r}), so node values need the training data: use "
-            "kind='data' with reference=(X_train, y_train), or "
+            f"{ens.objective!r}), so node values need the training data: "
+            "node_values(model, reference=(X_train, y_train)), or "
             "predecomp(model, X, reference=(X_train, y_train))."
         )
-    lam = ens.reg_lambda if kind == "regularized" else 0.0
+    lam = ens.reg_lambda if attribution == "predecomp" else 0.0
     out = np.empty(ens.n_nodes)
     K.node_values(ens.left, ens.right, ens.tree_offsets, ens.value, cover, lam, out)
     return out
 
 
-def _path_attribution(
-    model: Any, X: Any, trees: Any, kind: str, reference: Any = None
+def path_attribution(
+    ens: TreeEnsemble, X: Any, p: np.ndarray, iteration_range: Any = None
 ) -> Attribution:
-    ens = from_model(model)
-    lo, hi = _tree_range(ens, trees)
-    p = node_values(ens, "data" if reference is not None else kind, reference)
+    """The path attribution of node values ``p`` (PreDecomp's or Saabas')."""
+    lo, hi = _tree_range(ens, iteration_range)
     n, blocks = ens._blocks(X)
     out = np.zeros((n, ens.n_features, ens.n_outputs))
     parent = K.parents(ens.left, ens.right)
@@ -301,7 +338,14 @@ def _path_attribution(
     return Attribution(values=values, bias=bias, feature_names=ens.output_names, index=index)
 
 
-def predecomp(model: Any, X: Any, trees: Any = None, reference: Any = None) -> Attribution:
+@public
+def predecomp(
+    model: Any,
+    X: Any,
+    *,
+    iteration_range: tuple[int, int] | None = None,
+    reference: Any = None,
+) -> Attribution:
     """PreDecomp: per-row feature attributions from regularized node values.
 
     Node values are p(t) = -lr G_t / (H_t + lambda), computed from the leaves and the stored
@@ -312,22 +356,27 @@ def predecomp(model: Any, X: Any, trees: Any = None, reference: Any = None) -> A
     ----------
     model : TreeEnsemble or a supported booster
     X : array-like, DataFrame or scipy sparse matrix
-    trees : slice or tuple of int, optional
-        A slice of trees, or an ``(start, stop)`` range of boosting rounds.
+    iteration_range : tuple of (int, int), optional
+        Explain only the trees of boosting rounds ``start .. stop - 1`` (every class's trees
+        and parallel trees of a round), as ``TreeEnsemble.predict_margin(X,
+        iteration_range=...)``; ``stop=0`` means all rounds. Default: every tree.
     reference : tuple, optional
         ``(X_train, y_train[, sample_weight])``: recompute the node values from this data with
-        staged gradients (``node_values(kind="data")``) instead of the stored covers. Local
-        accuracy then holds only where the data reproduce the model's leaves.
+        staged gradients (``node_values(model, reference=...)``) instead of the stored covers.
+        Local accuracy then holds only where the data reproduce the model's leaves.
 
     Returns
     -------
     Attribution
         ``values.sum(axis=1) + bias`` equals the margin of the trees used.
     """
-    return _path_attribution(model, X, trees, "regularized", reference)
+    ens = from_model(model)
+    p = node_values(ens, attribution="predecomp", reference=reference)
+    return path_attribution(ens, X, p, iteration_range)
 
 
-def saabas(model: Any, X: Any, trees: Any = None) -> Attribution:
+@public
+def saabas(model: Any, X: Any, *, iteration_range: tuple[int, int] | None = None) -> Attribution:
     """Saabas: per-row attributions from cover-weighted mean node values.
 
     The same path decomposition as ``predecomp`` with p(t) the hessian-weighted mean of
@@ -335,13 +384,14 @@ def saabas(model: Any, X: Any, trees: Any = None) -> Attribution:
 
     Parameters
     ----------
-    model : TreeEnsemble or a supported booster
-    X : array-like, DataFrame or scipy sparse matrix
-    trees : slice or tuple of int, optional
-        A slice of trees, or an ``(start, stop)`` range of boosting rounds.
+    model, X, iteration_range
+        As for ``predecomp``: the model, the rows to explain and the boosting rounds whose
+        trees are explained (default: every tree).
 
     Returns
     -------
     Attribution
+        As for ``predecomp``: ``values.sum(axis=1) + bias`` is the margin of the trees used.
     """
-    return _path_attribution(model, X, trees, "mean")
+    ens = from_model(model)
+    return path_attribution(ens, X, node_values(ens, attribution="saabas"), iteration_range)

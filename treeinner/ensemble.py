@@ -13,20 +13,30 @@ from typing import Any
 import numpy as np
 
 from . import _input
+from ._format import (
+    DECISION_RULES,
+    N_OBJECTIVES,
+    N_PARAMS,
+    NODE_WEIGHTS,
+    NUMERIC,
+    OBJECTIVE_NAMES,
+    OVA,
+    SOFTMAX,
+    SQUARED,
+    Layout,
+    LinearLeaves,
+    Nodes,
+    default_grad_params,
+)
 from ._thresholds import float32_le_bound, float32_lt_bound
 from .kernels import routing
 
-__all__ = ["TreeEnsemble"]
+__all__ = ["DECISION_RULES", "TreeEnsemble"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _SERIAL_WORK = 50_000  # rows x trees below which the kernels run on the calling thread
-
-#: How each source booster compares a value with a numeric threshold.
-DECISION_RULES = {
-    "float32 <": "go left iff float32(x) < threshold (XGBoost)",
-    "float64 <=": "go left iff x <= threshold in float64 (LightGBM)",
-    "float32 <=": "go left iff float32(x) <= border (CatBoost: right iff float32(x) > border)",
-}
+_MARGIN = (routing.predict_margin, routing.predict_margin_serial)
+_LEAF_INDEX = (routing.leaf_index, routing.leaf_index_serial)
 
 _NODE_ARRAYS = {
     "left": np.int32,
@@ -53,6 +63,14 @@ _OTHER_ARRAYS = {
     "cat_offsets": np.int64,
     "cat_words": np.uint32,
     "base_margin": np.float64,
+}
+_LINEAR_ARRAYS = {  # LinearLeaves fields, saved as linear_<name>
+    "tree": np.int64,
+    "leaf": np.int64,
+    "delta": np.float64,
+    "ptr": np.int64,
+    "features": np.int64,
+    "coeff": np.float64,
 }
 
 
@@ -126,9 +144,39 @@ class TreeEnsemble:
     categories : dict
         Training category values per feature index, for coding pandas categorical columns.
     params : dict
-        Training hyperparameters read from the model that matter for exactness.
+        Training hyperparameters read from the model, for information: nothing reads them to
+        steer a computation (the booster conventions below do that).
     inexact : tuple of str
         Reasons why leaf values are not exactly ``-lr G / (H + lambda)``, if any.
+    node_weight : {"cover", "count"}
+        The node weights path-dependent TreeSHAP splits by when it follows the booster
+        (``tree_shap``'s ``"auto"``), so that its values equal the booster's own: ``"cover"``
+        (hessian sums; XGBoost and the native booster) or ``"count"`` (training row counts;
+        LightGBM, CatBoost).
+    reverse_levels : bool
+        Whether TreeSHAP walks every oblivious tree's levels last split first (CatBoost's
+        ``ShapValues`` on SymmetricTree models); prediction does not depend on it.
+    grad_objective : int
+        The kernel objective whose per-row gradient and hessian TreeInner, ForestInner, the
+        unbiased gain and node values from data use (a code of ``treeinner._format``:
+        ``SQUARED`` ... ``OVA``), or -1 when the objective has no gradient here.
+        ``objective`` is only the booster's name for it.
+    grad_params : ndarray of float64, shape (N_PARAMS,)
+        The kernel objective's parameters in the booster's conventions (hessian scale,
+        Poisson max_delta_step, tweedie power, huber slope, positive weight, hessian floor,
+        sigmoid; slots ``P_*`` of ``treeinner._format``); by default
+        ``treeinner._format.default_grad_params()``.
+    no_gradient : str
+        With ``grad_objective=-1``, the message of the NotImplementedError raised where a
+        gradient is needed (it names the objective); empty otherwise.
+    l2_scaled_by_mean_weight : bool
+        Whether the booster scaled ``reg_lambda`` by the mean sample weight of the training
+        set (CatBoost): node values from data then scale it by the reference data's mean
+        weight.
+    linear_leaves : LinearLeaves, optional
+        The linear leaf models of LightGBM linear trees (``treeinner._format.LinearLeaves``:
+        per entry its tree, leaf number and ``delta``, and the CSR ``ptr``, ``features``,
+        ``coeff`` of its coefficients), or None.
     input_map : object, optional
         For models whose splits the kernels cannot evaluate from the raw columns (CatBoost
         categorical splits): ``transform(X)`` gives the kernels' input (the model's numeric
@@ -170,6 +218,13 @@ class TreeEnsemble:
     categories: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
     inexact: tuple[str, ...] = ()
+    node_weight: str = "cover"
+    reverse_levels: bool = False
+    grad_objective: int = SQUARED
+    grad_params: np.ndarray = field(default_factory=default_grad_params)
+    no_gradient: str = ""
+    l2_scaled_by_mean_weight: bool = False
+    linear_leaves: LinearLeaves | None = None
     input_map: Any = field(default=None, compare=False, repr=False)
 
     # ------------------------------------------------------------------ construction
@@ -195,6 +250,7 @@ class TreeEnsemble:
         set_(self, "inexact", tuple(self.inexact))
         set_(self, "reg_lambda", float(self.reg_lambda))
         self._validate()
+        self._validate_conventions()
         set_(self, "_linear", self._make_linear())
         set_(self, "_bound", self._make_bound())
         self._bound.setflags(write=False)
@@ -205,21 +261,81 @@ class TreeEnsemble:
         np.maximum.at(out, self._node_tree, self.leaf_id)
         return out
 
-    def _make_linear(self) -> tuple | None:
-        """``params["linear_leaves"]`` (LightGBM linear trees) as validated arrays: per entry
-        its tree, leaf number and delta, and features/coefficients padded to one width."""
-        lin = self.params.get("linear_leaves")
+    def _validate_conventions(self) -> None:
+        """Check and normalise the booster conventions (the fields after ``inexact``)."""
+        set_ = object.__setattr__
+        if not isinstance(self.node_weight, str) or self.node_weight not in NODE_WEIGHTS:
+            raise ValueError(
+                f"node_weight must be one of {NODE_WEIGHTS}, got {self.node_weight!r}."
+            )
+        for name in ("reverse_levels", "l2_scaled_by_mean_weight"):
+            v = getattr(self, name)
+            if not isinstance(v, (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {v!r}.")
+            set_(self, name, bool(v))
+        code = self.grad_objective
+        codes = ", ".join(f"{c} ({n})" for c, n in OBJECTIVE_NAMES.items())
+        if (
+            isinstance(code, (bool, np.bool_))
+            or not isinstance(code, (int, np.integer))
+            or not -1 <= code < N_OBJECTIVES
+        ):
+            raise ValueError(
+                f"grad_objective must be -1 (no gradient) or one of {codes}; got {code!r}."
+            )
+        code = int(code)
+        set_(self, "grad_objective", code)
+        if code in (SOFTMAX, OVA) and self.n_outputs < 2:
+            raise ValueError(
+                f"grad_objective {code} ({OBJECTIVE_NAMES[code]}) needs at least 2 outputs; "
+                f"the ensemble has {self.n_outputs}."
+            )
+        try:
+            prm = np.array(self.grad_params, dtype=np.float64, copy=True)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"grad_params must be {N_PARAMS} numbers ({e}).") from e
+        if prm.shape != (N_PARAMS,) or not np.all(np.isfinite(prm)):
+            raise ValueError(
+                f"grad_params must be {N_PARAMS} finite numbers, got shape {prm.shape}."
+            )
+        prm.setflags(write=False)
+        set_(self, "grad_params", prm)
+        if not isinstance(self.no_gradient, str):
+            raise ValueError(f"no_gradient must be a str, got {type(self.no_gradient).__name__}.")
+        if code < 0 and not self.no_gradient:
+            raise ValueError(
+                "no_gradient must give the reason when grad_objective is -1 (it is the "
+                "message users get where a gradient is needed)."
+            )
+        if code >= 0 and self.no_gradient:
+            raise ValueError(
+                f"no_gradient must be empty when grad_objective is {code} (has a gradient); "
+                f"got {self.no_gradient!r}."
+            )
+        set_(self, "linear_leaves", self._check_linear(self.linear_leaves))
+
+    def _check_linear(self, lin: Any) -> LinearLeaves | None:
+        """``linear_leaves`` as validated, owned, read-only arrays (or None)."""
         if lin is None:
             return None
         try:
-            tree = np.asarray(lin["tree"], dtype=np.int64)
-            leaf = np.asarray(lin["leaf"], dtype=np.int64)
-            delta = np.asarray(lin["delta"], dtype=np.float64)
-            ptr = np.asarray(lin["ptr"], dtype=np.int64)
-            flat_f = np.asarray(lin["features"], dtype=np.int64)
-            flat_c = np.asarray(lin["coeff"], dtype=np.float64)
+            if not isinstance(lin, LinearLeaves):
+                lin = LinearLeaves(**{k: lin[k] for k in LinearLeaves._fields})
+            arrays = {}
+            for k, dtype in _LINEAR_ARRAYS.items():
+                raw = np.asarray(getattr(lin, k))
+                if raw.ndim != 1 or (raw.size and raw.dtype.kind not in "biuf"):
+                    raise ValueError(f"{k} is not a 1-D numeric array")
+                if np.dtype(dtype).kind == "i" and raw.size and raw.dtype.kind == "f":
+                    if not np.all(np.isfinite(raw) & (raw == np.round(raw))):
+                        raise ValueError(f"{k} holds non-integers")
+                arr = np.array(raw, dtype=dtype, copy=True)
+                arr.setflags(write=False)
+                arrays[k] = arr
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"Corrupt ensemble: linear_leaves ({e}).") from e
+        tree, leaf, delta, ptr = arrays["tree"], arrays["leaf"], arrays["delta"], arrays["ptr"]
+        flat_f, flat_c = arrays["features"], arrays["coeff"]
         m = tree.shape[0]
         if not (leaf.shape == delta.shape == (m,) and ptr.shape == (m + 1,)):
             raise ValueError("Corrupt ensemble: linear_leaves arrays differ in length.")
@@ -236,13 +352,23 @@ class TreeEnsemble:
             or not np.all(np.isfinite(flat_c))
         ):
             raise ValueError("Corrupt ensemble: linear_leaves out of range.")
+        return LinearLeaves(**arrays)
+
+    def _make_linear(self) -> tuple | None:
+        """``linear_leaves`` as the prediction uses them: per entry its tree, leaf number and
+        delta, and features/coefficients padded to one width."""
+        lin = self.linear_leaves
+        if lin is None:
+            return None
+        tree, leaf, delta, ptr = lin.tree, lin.leaf, lin.delta, lin.ptr
+        m = tree.shape[0]
         width = int(np.max(np.diff(ptr))) if m else 0
         feats = np.full((m, max(width, 1)), -1, dtype=np.int64)
         coefs = np.zeros((m, max(width, 1)))
         for i in range(m):
             k = ptr[i + 1] - ptr[i]
-            feats[i, :k] = flat_f[ptr[i] : ptr[i + 1]]
-            coefs[i, :k] = flat_c[ptr[i] : ptr[i + 1]]
+            feats[i, :k] = lin.features[ptr[i] : ptr[i + 1]]
+            coefs[i, :k] = lin.coeff[ptr[i] : ptr[i + 1]]
         return tree, leaf, delta, feats, coefs
 
     def _validate(self) -> None:
@@ -311,7 +437,7 @@ class TreeEnsemble:
             raise ValueError("Corrupt ensemble: unknown split_type.")
         if np.any((self.missing_type < 0) | (self.missing_type > 2)):
             raise ValueError("Corrupt ensemble: unknown missing_type.")
-        num = inner & (self.split_type == routing.NUMERIC)
+        num = inner & (self.split_type == NUMERIC)
         thr = self.threshold[num]
         # LightGBM writes +-inf thresholds (x <= inf separates NaN from every number)
         if np.any(np.isnan(thr)) or (
@@ -347,26 +473,26 @@ class TreeEnsemble:
     def _float32_input(self) -> bool:
         return self.decision_rule.startswith("float32")
 
-    def _nodes(self) -> tuple:
-        """The node arrays in the order the kernels take them."""
-        return (
-            self.left,
-            self.right,
-            self.feature,
-            self._bound,
-            self.split_type,
-            self.default_left,
-            self.missing_type,
-            self.cat_offsets,
-            self.cat_words,
-            self.value,
-            self.leaf_id,
-            self.tree_offsets,
-            self.tree_group,
+    def _nodes(self) -> Nodes:
+        """The node arrays as the kernels take them."""
+        return Nodes(
+            left=self.left,
+            right=self.right,
+            feature=self.feature,
+            bound=self._bound,
+            split_type=self.split_type,
+            default_left=self.default_left,
+            missing_type=self.missing_type,
+            cat_offsets=self.cat_offsets,
+            cat_words=self.cat_words,
+            value=self.value,
+            leaf_id=self.leaf_id,
+            tree_offsets=self.tree_offsets,
+            tree_group=self.tree_group,
         )
 
     @functools.cached_property
-    def _layout(self) -> tuple:
+    def _layout(self) -> Layout:
         """The top levels of every tree as complete binary trees (see kernels.routing)."""
         top = np.minimum(self._tree_depth, routing.TOP_DEPTH)
         top_off = np.zeros(self.n_trees + 1, dtype=np.int64)
@@ -395,7 +521,16 @@ class TreeEnsemble:
             flags,
             self._tree_depth,
         )
-        return (top, top_off, bot_off, meta, tbound, bottom, flags, used)
+        return Layout(
+            top_depth=top,
+            top_off=top_off,
+            bot_off=bot_off,
+            meta=meta,
+            tbound=tbound,
+            bottom=bottom,
+            tree_flags=flags,
+            used=used,
+        )
 
     @functools.cached_property
     def _node_tree(self) -> np.ndarray:
@@ -476,7 +611,9 @@ class TreeEnsemble:
             X, self.n_features, self.feature_names, self.named, self.categories or None
         )
 
-    def predict_margin(self, X: Any, iteration_range: tuple[int, int] | None = None) -> np.ndarray:
+    def predict_margin(
+        self, X: Any, *, iteration_range: tuple[int, int] | None = None
+    ) -> np.ndarray:
         """Raw (margin) prediction, bit-exact with the source booster.
 
         Parameters
@@ -495,24 +632,12 @@ class TreeEnsemble:
         lo, hi = self._tree_range(iteration_range)
         n, blocks = self._blocks(X)
         out = np.empty((n, self.n_outputs), dtype=np.float64)
-        nodes = self._nodes()
         for start, block in blocks:
-            kernel = self._pick(
-                routing.predict_margin, routing.predict_margin_serial, block, hi - lo
-            )
-            kernel(
-                block,
-                nodes,
-                self._layout,
-                lo,
-                hi,
-                self.base_margin,
-                self.float32_sum,
-                self._float32_input,
-                out[start : start + block.shape[0]],
-            )
+            rows = out[start : start + block.shape[0]]
+            f32 = self._float32_input
+            self._route(_MARGIN, block, lo, hi, self.base_margin, self.float32_sum, f32, rows)
             if self._linear is not None:
-                self._add_linear(block, lo, hi, out[start : start + block.shape[0]])
+                self._add_linear(block, lo, hi, rows)
         return out[:, 0] if self.n_outputs == 1 else out
 
     def _add_linear(self, block: np.ndarray, lo: int, hi: int, out: np.ndarray) -> None:
@@ -549,7 +674,7 @@ class TreeEnsemble:
                 add = delta[e[ok]] + terms.sum(axis=1)
                 out[ok, self.tree_group[t]] += np.where(nan, 0.0, add)
 
-    def leaf_index(self, X: Any, iteration_range: tuple[int, int] | None = None) -> np.ndarray:
+    def leaf_index(self, X: Any, *, iteration_range: tuple[int, int] | None = None) -> np.ndarray:
         """The booster's leaf number reached by every row in every tree.
 
         Parameters
@@ -566,19 +691,17 @@ class TreeEnsemble:
         lo, hi = self._tree_range(iteration_range)
         n, blocks = self._blocks(X)
         out = np.empty((n, hi - lo), dtype=np.int32)
-        nodes = self._nodes()
         for start, block in blocks:
-            kernel = self._pick(routing.leaf_index, routing.leaf_index_serial, block, hi - lo)
-            kernel(
-                block,
-                nodes,
-                self._layout,
-                lo,
-                hi,
-                self._float32_input,
-                out[start : start + block.shape[0]],
-            )
+            rows = out[start : start + block.shape[0]]
+            self._route(_LEAF_INDEX, block, lo, hi, self._float32_input, rows)
         return out
+
+    def _route(self, kernels: tuple, block: np.ndarray, lo: int, hi: int, *args: Any) -> None:
+        """Run a routing kernel on ``block`` and trees ``lo:hi``: ``kernels`` is the parallel
+        kernel and its serial twin (see ``_pick``); ``args`` follow the kernel's node arrays,
+        layout and tree range."""
+        kernel = self._pick(*kernels, block, hi - lo)
+        kernel(block, self._nodes(), self._layout, lo, hi, *args)
 
     @staticmethod
     def _pick(parallel, serial, block: np.ndarray, n_trees: int):
@@ -600,6 +723,10 @@ class TreeEnsemble:
                 "and cannot be saved on its own; save the booster's model instead."
             )
         arrays = {n: getattr(self, n) for n in {**_NODE_ARRAYS, **_TREE_ARRAYS, **_OTHER_ARRAYS}}
+        arrays["grad_params"] = self.grad_params
+        if self.linear_leaves is not None:
+            for k in _LINEAR_ARRAYS:
+                arrays[f"linear_{k}"] = getattr(self.linear_leaves, k)
         meta = {
             "format": "treeinner.TreeEnsemble",
             "format_version": FORMAT_VERSION,
@@ -611,6 +738,7 @@ class TreeEnsemble:
         for f in fields(self):
             if f.name not in arrays and f.name not in meta and f.name != "input_map":
                 meta[f.name] = getattr(self, f.name)
+        meta["linear_leaves"] = self.linear_leaves is not None
         meta["inexact"] = list(self.inexact)
         blob = json.dumps(meta, default=_json_scalar).encode()
         np.savez_compressed(path, __meta__=np.frombuffer(blob, dtype=np.uint8), **arrays)
@@ -641,11 +769,25 @@ class TreeEnsemble:
         if meta.pop("format", None) != "treeinner.TreeEnsemble":
             raise ValueError(f"{os.fspath(path)!r} is not a saved TreeEnsemble.")
         version = meta.pop("format_version", None)
+        if version == 1:
+            raise ValueError(
+                f"{os.fspath(path)!r} was saved by an earlier treeinner (TreeEnsemble format "
+                f"version 1), which did not store the booster conventions this version reads "
+                f"(format version {FORMAT_VERSION}). Re-save the ensemble from the booster: "
+                "treeinner.from_model(booster).save(path)."
+            )
         if version != FORMAT_VERSION:
             raise ValueError(f"Unsupported TreeEnsemble format version {version}.")
         meta["categories"] = {int(k): v for k, v in meta.get("categories", {}).items()}
         meta["feature_names"] = tuple(meta["feature_names"])
         meta["inexact"] = tuple(meta.get("inexact", ()))
+        if meta.get("linear_leaves"):
+            try:
+                meta["linear_leaves"] = {k: data.pop(f"linear_{k}") for k in _LINEAR_ARRAYS}
+            except KeyError as e:
+                raise ValueError(f"{os.fspath(path)!r} lacks the linear leaves ({e}).") from e
+        else:
+            meta["linear_leaves"] = None
         known = {f.name for f in fields(cls)} - {"input_map"}
         missing = known - set(data) - set(meta)
         if missing:
@@ -659,7 +801,9 @@ class TreeEnsemble:
         Parameters
         ----------
         **changes
-            Field values to replace, e.g. ``reg_lambda=1.0``.
+            Field values to replace, e.g. ``reg_lambda=1.0``. Nothing else is derived again:
+            the booster conventions (``grad_objective``, ``grad_params``, ``node_weight``, ...)
+            stay as they are unless replaced too (changing ``objective`` renames it only).
 
         Returns
         -------

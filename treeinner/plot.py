@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .attribution import _feature_matrix
+from ._api import public
+from .attribution import _feature_matrix, _output_index, _positive_int
 
 __all__ = ["dependence", "importance", "summary"]
 
@@ -42,15 +43,11 @@ def _axes(ax: Any, width: float, height: float) -> Any:
     return ax
 
 
-def _positive_int(name: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} must be a positive integer, got {v!r}.")
-    return int(v)
-
-
 # ---------------------------------------------------------------------- importance
+@public
 def importance(
     frame: pd.DataFrame | pd.Series,
+    *,
     methods: Sequence[str] | str | None = None,
     normalize: bool = True,
     ax: Any = None,
@@ -65,8 +62,9 @@ def importance(
         ``treeinner.importance`` returns them. A column ``m_se`` (from ``n_bootstrap``)
         draws error bars of +- one standard error on method ``m``.
     methods : sequence of str, optional
-        Columns to plot, in this order (bars top to bottom within a group, and the legend).
-        Default: every numeric column not ending in ``_se``.
+        Columns to plot, in this order (bars top to bottom within a group, and the legend,
+        which names each bar by its column: the method's name for ``treeinner.importance``'s
+        columns). Default: every numeric column not ending in ``_se``.
     normalize : bool
         Divide each method's scores (and standard errors) by the sum of the absolute values of
         its scores over all features (including those ``top`` leaves out), so methods on
@@ -111,8 +109,16 @@ def importance(
         raise ValueError("methods is empty; name at least one column of frame.")
     unknown = [m for m in methods if m not in candidates]
     if unknown:
+        from ._methods import REGISTRY
+
+        missing = [m for m in unknown if m in REGISTRY and m not in frame.columns]
+        hint = (
+            f" Compute {missing} with treeinner.importance(model, X, y, methods={missing})."
+            if missing
+            else ""
+        )
         raise ValueError(
-            f"Unknown or non-numeric method column(s) {unknown}; frame has {candidates}."
+            f"Unknown or non-numeric method column(s) {unknown}; frame has {candidates}.{hint}"
         )
     if frame.shape[0] == 0:
         raise ValueError("frame has no rows (features) to plot.")
@@ -173,22 +179,14 @@ def _attribution_values(attribution: Any, output: Any) -> tuple[np.ndarray, str]
             f"got {type(attribution).__name__}."
         )
     v = np.asarray(values, dtype=np.float64)
-    n_out = v.shape[2] if v.ndim == 3 else 1
-    if output is not None and (
-        isinstance(output, bool)
-        or not isinstance(output, (int, np.integer))
-        or not 0 <= output < n_out
-    ):
-        raise ValueError(
-            f"output must be an int in [0, {n_out}) for this attribution with {n_out} "
-            f"output(s), got {output!r}."
-        )
+    if output is not None:
+        output = _output_index(output, v.shape[2] if v.ndim == 3 else 1)
     if v.ndim == 3:
         if output is None:
             raise ValueError(
-                f"This attribution has {n_out} outputs (classes); pass output= to pick one."
+                f"This attribution has {v.shape[2]} outputs (classes); pass output= to pick one."
             )
-        return v[:, :, int(output)], f" (output {int(output)})"
+        return v[:, :, output], f" (output {output})"
     if v.ndim != 2:
         raise ValueError(f"attribution values must be 2-D or 3-D, got shape {v.shape}.")
     return v, ""
@@ -248,9 +246,11 @@ def _swarm(v: np.ndarray, n_bins: int = 100) -> np.ndarray:
     return out / top if top > 0 else out
 
 
+@public
 def summary(
     attribution: Any,
     X: Any,
+    *,
     max_display: int = 20,
     output: int | None = None,
     ax: Any = None,
@@ -269,7 +269,7 @@ def summary(
     X : array-like of shape (n_samples, n_features), DataFrame or scipy sparse matrix
         The explained rows (DataFrame columns matched by feature name; categorical columns are
         coloured by category code).
-    max_display : int
+    max_display : int, default 20
         Number of features shown.
     output : int, optional
         Output (class) to plot; required for multi-output attributions.
@@ -324,10 +324,12 @@ def summary(
     return ax
 
 
+@public
 def dependence(
     attribution: Any,
     X: Any,
     feature: str | int,
+    *,
     color: str | int | None = None,
     output: int | None = None,
     ax: Any = None,
@@ -336,21 +338,17 @@ def dependence(
 
     Parameters
     ----------
-    attribution : Attribution
-        From ``treeinner.predecomp``, ``treeinner.saabas`` or
-        ``treeinner.tree_shap``.
-    X : array-like of shape (n_samples, n_features), DataFrame or scipy sparse matrix
-        The explained rows (DataFrame columns matched by feature name). Rows where the feature
+    attribution, X
+        As for ``summary``: the attributions and the rows they explain. Rows where the feature
         is missing have no x position and are not drawn.
     feature : str or int
         Feature name or index (in the attribution's feature order).
     color : str or int, optional
         Another feature whose value colours the points (colour bar between its 5th and 95th
         percentiles; grey where missing).
-    output : int, optional
-        Output (class) to plot; required for multi-output attributions.
-    ax : matplotlib.axes.Axes, optional
-        Axes to draw on; a new figure otherwise.
+    output, ax
+        As for ``summary``: the output (class) to plot, required for multi-output
+        attributions, and the Axes to draw on (a new figure otherwise).
 
     Returns
     -------

@@ -9,33 +9,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .importance import ALL_METHODS
+from . import _api
+from ._api import public
+from ._methods import REGISTRY, get, resolve
 
 __all__ = ["select_features"]
 
-# every column name treeinner.importance accepts; larger is more important for all of them
-_METHODS = ALL_METHODS
-_ATTRIBUTIONS = {"predecomp": "", "saabas": "_saabas", "shap": "_shap"}
-
 
 def _resolve_method(method: Any, attribution: Any) -> str:
-    """The ``treeinner.importance`` column of ``method`` with ``attribution``."""
-    if not isinstance(attribution, str) or attribution not in _ATTRIBUTIONS:
-        raise ValueError(
-            f"attribution must be one of {sorted(_ATTRIBUTIONS)}, got {attribution!r}."
-        )
-    if not isinstance(method, str) or method not in _METHODS:
-        raise ValueError(f"method must be one of {list(_METHODS)}, got {method!r}.")
-    if method in ("tree_inner", "forest_inner"):
-        return method + _ATTRIBUTIONS[attribution]
-    if method.startswith(("tree_inner_", "forest_inner_")) and attribution != "predecomp":
-        if not method.endswith(_ATTRIBUTIONS[attribution]):
-            raise ValueError(
-                f"method={method!r} already names its attribution; it contradicts "
-                f"attribution={attribution!r}. Pass method={method.rsplit('_', 1)[0]!r} "
-                "with the attribution you want."
-            )
-    return method
+    """The registry name (the ``treeinner.importance`` column) of one ``method`` with
+    ``attribution``: ``"tree_inner"`` with ``"shap"`` is ``tree_inner_shap``; a name that
+    carries its attribution must not contradict a non-default ``attribution``."""
+    _api.check_attribution(attribution)
+    _api.check_choice("method", method, tuple(REGISTRY))
+    (name,) = resolve(method, attribution)
+    return name
 
 
 def _check_threshold(threshold: Any) -> float:
@@ -90,15 +78,11 @@ def _encode_labels(model: Any, y: Any) -> Any:
 
 
 def _needs_reference(model: Any) -> bool:
-    """Whether the model keeps no hessian covers (CatBoost beyond RMSE), so that PreDecomp node
-    values and the unbiased gain's training sums need the training data."""
+    """Whether the model keeps no hessian covers (CatBoost beyond RMSE), so that the methods
+    the registry marks ``uses_reference`` need the training data."""
     from .adapters import from_model
 
     return not bool(np.all(np.isfinite(from_model(model).cover)))
-
-
-# the methods whose node values or training sums can come from reference data
-_REFERENCE_METHODS = ("tree_inner", "forest_inner", "abs_predecomp", "unbiased_gain")
 
 
 def _feature_scores(
@@ -106,16 +90,17 @@ def _feature_scores(
     X: Any,
     y: Any,
     column: str,
+    *,
     sample_weight: Any = None,
     random_state: Any = None,
     reference: Any = None,
 ) -> pd.Series:
-    """Scores of one ``treeinner.importance`` column (totals over classes), indexed by the
-    model's feature names in the model's feature order. With ``reference=(X_train, y_train[,
-    w])``, the PreDecomp node values (and the unbiased gain's training sums) are computed from
-    it."""
+    """Scores of one registry method (totals over classes), indexed by the model's feature
+    names in the model's feature order. ``reference=(X_train, y_train[, w])`` goes to the
+    methods that use training data (``uses_reference``) and is dropped for the others."""
     from .importance import importance
 
+    method = get(column)
     y = _encode_labels(model, y)
     if reference is not None:
         if not isinstance(reference, (tuple, list)) or len(reference) not in (2, 3):
@@ -123,7 +108,7 @@ def _feature_scores(
                 "reference must be (X_train, y_train) or (X_train, y_train, sample_weight)."
             )
         reference = (reference[0], _encode_labels(model, reference[1]), *reference[2:])
-        if column not in _REFERENCE_METHODS:
+        if not method.uses_reference:
             reference = None
     try:
         frame = importance(
@@ -136,11 +121,7 @@ def _feature_scores(
             reference=reference,
         )
     except ValueError as e:
-        if (
-            reference is None
-            and "reference=" in str(e)
-            and column.split("_")[-1] not in ("saabas", "shap")
-        ):
+        if reference is None and "reference=" in str(e) and method.uses_reference:
             raise ValueError(f"{e} select_features: pass reference=(X_train, y_train).") from e
         raise
     return frame[column].astype(np.float64)
@@ -158,22 +139,24 @@ def _keep(scores: np.ndarray, threshold: float, top_k: int | None) -> np.ndarray
     return keep
 
 
+@public
 def select_features(
     model: Any,
-    X_valid: Any,
-    y_valid: Any,
+    X: Any,
+    y: Any,
+    *,
     method: str = "tree_inner",
     attribution: str = "predecomp",
     threshold: float = 0.0,
     top_k: int | None = None,
     sample_weight: Any = None,
-    random_state: Any = None,
     reference: Any = None,
+    random_state: Any = None,
 ) -> list[str]:
     """The features a trained model relies on, judged on held-out data.
 
-    Scores every feature with one method of ``treeinner.importance`` on ``(X_valid,
-    y_valid)``, keeps the features whose score is above ``threshold`` and then, if ``top_k`` is
+    Scores every feature with one method of ``treeinner.importance`` on the held-out rows
+    ``(X, y)``, keeps the features whose score is above ``threshold`` and then, if ``top_k`` is
     given, the ``top_k`` highest of those. On validation data TreeInner (the default) is
     negative for a feature the model only overfit, so ``threshold=0`` drops it.
 
@@ -182,19 +165,20 @@ def select_features(
     model : TreeEnsemble or a supported booster
         An XGBoost, LightGBM or CatBoost model (Booster or scikit-learn wrapper), a
         ``treeinner.booster.GBMRegressor`` / ``GBMClassifier``, or a TreeEnsemble.
-    X_valid : array-like, DataFrame or scipy sparse matrix
+    X : array-like, DataFrame or scipy sparse matrix
         Held-out rows (not the training data: on the training rows TreeInner is the total
         gain, which is positive for every feature used).
-    y_valid : array-like of shape (n_samples,)
+    y : array-like of shape (n_samples,)
         Their labels. For a scikit-learn classifier wrapper fitted on other labels (strings,
         ``{3, 7}``), labels are encoded as positions in its ``classes_`` first.
     method : str, default "tree_inner"
-        Any column name ``treeinner.importance`` accepts: ``tree_inner``, ``forest_inner``
-        (their ``_saabas`` / ``_shap`` variants), ``unbiased_gain``, ``permutation``,
-        ``total_gain``, ``abs_predecomp``, ``abs_saabas``, ``abs_shap``. For multiclass models
-        the score is the total over classes.
+        One method of ``treeinner.importance`` (any name of its registry): ``tree_inner``,
+        ``forest_inner`` (their ``_saabas`` / ``_shap`` variants), ``unbiased_gain``,
+        ``permutation``, ``total_gain``, ``abs_predecomp``, ``abs_saabas``, ``abs_shap``.
+        For multiclass models the score is the total over classes.
     attribution : {"predecomp", "saabas", "shap"}, default "predecomp"
-        The per-tree attribution of ``tree_inner`` and ``forest_inner``; ignored by the
+        The per-tree attribution of ``tree_inner`` and ``forest_inner``
+        (``method="tree_inner", attribution="shap"`` is ``tree_inner_shap``); ignored by the
         other methods. A method that names its attribution (``tree_inner_shap``) must not be
         contradicted by a non-default ``attribution``.
     threshold : float, default 0.0
@@ -205,14 +189,14 @@ def select_features(
         (ties go to the earlier feature).
     sample_weight : array-like of shape (n_samples,), optional
         Row weights of the evaluation rows.
-    random_state : int, numpy Generator or None, default None
-        Seed of ``permutation`` and ``unbiased_gain`` (the other methods are deterministic).
     reference : tuple, optional
         ``(X_train, y_train[, sample_weight])``, the training data: PreDecomp node values
         (``tree_inner``, ``forest_inner``, ``abs_predecomp``) and the unbiased gain's training
         sums are computed from it instead of the model's stored statistics. Needed for models
         that store no hessian covers (CatBoost with losses other than RMSE); ignored by the
-        other methods.
+        methods that do not use training data.
+    random_state : int, numpy Generator or None, default None
+        Seed of ``permutation`` and ``unbiased_gain`` (the other methods are deterministic).
 
     Returns
     -------
@@ -224,21 +208,30 @@ def select_features(
     Raises
     ------
     ValueError
-        For an unknown ``method`` or ``attribution``, a NaN or non-numeric ``threshold``, a
-        ``top_k`` that is not a positive integer, labels invalid for the model's objective, or
-        a method that gives no score at all for this model.
+        For an unknown ``method`` or ``attribution`` (the message lists every choice), a NaN
+        or non-numeric ``threshold``, a ``top_k`` that is not a positive integer, labels
+        invalid for the model's objective, or a method that gives no score at all for this
+        model.
 
     Examples
     --------
     >>> kept = treeinner.select_features(model, X_valid, y_valid)  # doctest: +SKIP
     >>> kept = treeinner.select_features(model, X_valid, y_valid, method="unbiased_gain",
     ...                                  top_k=10, random_state=0)  # doctest: +SKIP
+    >>> kept = treeinner.select_features(model, X_valid, y_valid, method="tree_inner",
+    ...                                  attribution="shap")  # doctest: +SKIP
     """
     column = _resolve_method(method, attribution)
     threshold = _check_threshold(threshold)
     top_k = _check_top_k(top_k)
     scores = _feature_scores(
-        model, X_valid, y_valid, column, sample_weight, random_state, reference
+        model,
+        X,
+        y,
+        column,
+        sample_weight=sample_weight,
+        random_state=random_state,
+        reference=reference,
     )
     values = scores.to_numpy()
     if values.size and np.all(np.isnan(values)):

@@ -9,13 +9,16 @@ import numba
 import numpy as np
 import pandas as pd
 
-from ._staged import _inputs, _iter_ptr
+from . import _api
+from ._api import public
+from ._format import MISSING_NAN, NUMERIC
+from ._staged import _inputs, stages
 from .adapters import from_model
 from .attribution import Attribution, _tree_range
 from .ensemble import TreeEnsemble
 from .kernels import attribution as KA
 from .kernels import treeshap as K
-from .kernels.routing import MISSING_NAN, NUMERIC, ROW_BLOCK
+from .kernels.routing import ROW_BLOCK
 
 __all__ = ["tree_shap"]
 
@@ -28,7 +31,7 @@ def _split_weights(ens: TreeEnsemble, weights: str, lo: int, hi: int) -> np.ndar
     if weights not in _WEIGHTS:
         raise ValueError(f"weights must be one of {_WEIGHTS}, got {weights!r}.")
     if weights == "auto":
-        weights = "count" if ens.source in ("lightgbm", "catboost") else "cover"
+        weights = ens.node_weight  # the booster's own convention, decided by its adapter
     w = ens.cover if weights == "cover" else ens.count
     mine = w[ens.tree_offsets[lo] : ens.tree_offsets[hi]]
     if not np.all(np.isfinite(mine)) or np.any(mine < 0):
@@ -41,12 +44,14 @@ def _split_weights(ens: TreeEnsemble, weights: str, lo: int, hi: int) -> np.ndar
     return w
 
 
-def _catboost_level_order(ens: TreeEnsemble) -> TreeEnsemble:
+def _reversed_level_order(ens: TreeEnsemble) -> TreeEnsemble:
     """The ensemble with every oblivious tree's levels reversed (last split at the root).
 
-    An oblivious tree computes the same function in any level order, but path-dependent
-    TreeSHAP depends on the order, and CatBoost's ``ShapValues`` walk the levels from the last
-    split to the first. Covers and counts of the inner nodes are re-summed from the leaves.
+    An oblivious tree (complete, in heap order, one feature per level) computes the same
+    function in any level order, but path-dependent TreeSHAP depends on the order; boosters
+    whose adapters set ``reverse_levels`` (CatBoost's ``ShapValues``) walk the levels from the
+    last split to the first. Other trees are kept as they are. Covers and counts of the inner
+    nodes are re-summed from the leaves.
     """
     perm = np.arange(ens.n_nodes)
     inner_sum = []
@@ -130,7 +135,7 @@ def _quadrature(tree_depth: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
 class _ShapSetup:
     """Everything the TreeSHAP kernels take besides the rows."""
 
-    ens: TreeEnsemble  # in the order the values are computed in (CatBoost: levels reversed)
+    ens: TreeEnsemble  # in the order the values are computed in (levels reversed if asked)
     weight: np.ndarray
     player: np.ndarray
     pcredit: np.ndarray | None
@@ -164,8 +169,8 @@ def _setup(ens: TreeEnsemble, weights: str, lo: int, hi: int) -> _ShapSetup:
             "way a row goes at the splits it passes. Oblivious (SymmetricTree) models work."
         )
     weight = _split_weights(ens, weights, lo, hi)
-    if ens.source == "catboost" and ens.params.get("grow_policy") == "SymmetricTree":
-        ens = _catboost_level_order(ens)
+    if ens.reverse_levels:
+        ens = _reversed_level_order(ens)
         weight = _split_weights(ens, weights, lo, hi)
     player, pcredit = _players(ens)
     lay = K.edge_layout(ens.left, ens.right, ens.feature, weight, player, ens.tree_offsets)
@@ -186,7 +191,14 @@ def _expected_value(ens: TreeEnsemble, weight: np.ndarray, lo: int, hi: int) -> 
     return bias
 
 
-def tree_shap(model: Any, X: Any, trees: Any = None, weights: str = "auto") -> Attribution:
+@public
+def tree_shap(
+    model: Any,
+    X: Any,
+    *,
+    iteration_range: tuple[int, int] | None = None,
+    node_weight: str = "auto",
+) -> Attribution:
     """Path-dependent TreeSHAP: exact Shapley values of every row's margin, per feature.
 
     The value of a set S of features is the model's expected margin when the features in S
@@ -199,12 +211,14 @@ def tree_shap(model: Any, X: Any, trees: Any = None, weights: str = "auto") -> A
     Parameters
     ----------
     model : TreeEnsemble or a supported booster
-        The model; it must store node covers (hessian sums).
+        The model; it must store the node weights (hessian covers or row counts).
     X : array-like of shape (n_samples, n_features), DataFrame or scipy sparse matrix
         Rows to explain, as for ``TreeEnsemble.predict_margin``.
-    trees : slice or tuple of int, optional
-        A slice of trees, or an ``(start, stop)`` range of boosting rounds.
-    weights : {"auto", "cover", "count"}
+    iteration_range : tuple of (int, int), optional
+        Explain only the trees of boosting rounds ``start .. stop - 1`` (every class's trees
+        and parallel trees of a round), as ``TreeEnsemble.predict_margin(X,
+        iteration_range=...)``; ``stop=0`` means all rounds. Default: every tree.
+    node_weight : {"auto", "cover", "count"}, default "auto"
         What the training data that reached a node is measured by: hessian sums
         (``"cover"``, XGBoost's convention) or row counts (``"count"``; LightGBM's, and
         CatBoost's sample-weight sums). ``"auto"`` follows the model's booster, so the values
@@ -215,19 +229,20 @@ def tree_shap(model: Any, X: Any, trees: Any = None, weights: str = "auto") -> A
     Attribution
         ``values`` of shape (n_samples, n_features), or (n_samples, n_features, n_outputs)
         for multi-output models; ``bias`` (n_outputs,) is the base margin plus every tree's
-        cover-weighted mean leaf value (the expected value), so ``values.sum(axis=1) + bias``
-        is the margin of the trees used.
+        weighted mean leaf value (the expected value), so ``values.sum(axis=1) + bias`` is the
+        margin of the trees used.
 
     Raises
     ------
     ValueError
-        If the model stores no such weights.
+        For an unknown ``node_weight``, or if the model stores no such weights.
     NotImplementedError
         For models with linear leaves.
     """
+    _api.check_choice("node_weight", node_weight, _api.NODE_WEIGHTS)
     ens = from_model(model)
-    lo, hi = _tree_range(ens, trees)
-    su = _setup(ens, weights, lo, hi)
+    lo, hi = _tree_range(ens, iteration_range)
+    su = _setup(ens, node_weight, lo, hi)
     n, blocks = ens._blocks(X)
     out = np.zeros((n, su.n_players, ens.n_outputs), dtype=np.float64)
     nodes = su.ens._nodes()
@@ -257,13 +272,12 @@ def _shap_inner(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest: b
     threads = numba.get_num_threads()
     n_chunks = 1 if threads == 1 else max(1, min(8 * threads, -(-n // (4 * ROW_BLOCK))))
     acc = np.zeros((n_chunks, su.n_players, ens.n_outputs))
-    e = su.ens
+    nodes, layout, st = su.ens._nodes(), su.ens._layout, stages(su.ens, obj)
     with numba.parallel_chunksize(1):
         for start, block in blocks:
             stop = start + block.shape[0]
             K.shap_inner(
-                block, yv[start:stop], w[start:stop], e._nodes(), e._layout, _iter_ptr(e),
-                e.base_margin, obj.code, obj.prm, e._float32_input, e.float32_sum, su.lay,
-                su.tabs, su.simple, su.tree_nq, su.max_nodes, e.learning_rate, forest, acc,
+                block, yv[start:stop], w[start:stop], nodes, layout, st, su.lay, su.tabs,
+                su.simple, su.tree_nq, su.max_nodes, su.ens.learning_rate, forest, acc,
             )  # fmt: skip
     return su.credit(acc.sum(axis=0), axis=0)

@@ -8,11 +8,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import _input
-from ._staged import _iter_ptr, _staged, _weights
+from . import _api, _input
+from ._api import per_output as _per_output
+from ._api import public
+from ._staged import _iter_ptr, _staged, _weights, stages
 from .adapters import from_model
+from .attribution import _positive_int, _reference
 from .ensemble import TreeEnsemble
-from .importance import _per_output
 from .kernels import attribution as KA
 from .kernels import unbiased as KU
 from .objectives import get_objective
@@ -23,45 +25,28 @@ __all__ = ["unbiased_gain"]
 _CHUNK_BYTES = 64 << 20
 
 
-def _seed(random_state: Any) -> np.uint64:
-    """A 64-bit seed from None (fresh entropy), an int or a numpy Generator."""
-    if random_state is None:
-        random_state = np.random.default_rng()
-    if isinstance(random_state, np.random.Generator):
-        return np.uint64(random_state.integers(0, 2**64, dtype=np.uint64))
-    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
-        if random_state < 0:
-            raise ValueError(f"random_state must be non-negative, got {random_state}.")
-        return np.uint64(int(random_state) % 2**64)
-    raise TypeError(
-        f"random_state must be None, an int or a numpy Generator, got {type(random_state)}."
-    )
-
-
 def _subtree(ens: TreeEnsemble, leaf_values: np.ndarray) -> np.ndarray:
     out = np.empty(ens.n_nodes)
     KA.subtree_sums(ens.left, ens.right, ens.tree_offsets, leaf_values, out)
     return out
 
 
-def _training_sums(ens: TreeEnsemble, train: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Training gradient and hessian sums G, H of every node (inner nodes: sums over leaves)."""
-    if train is not None:
-        if not isinstance(train, (tuple, list)) or len(train) not in (2, 3):
-            raise ValueError("train must be (X_train, y_train) or (X_train, y_train, weight).")
-        Xt, yt, *wt = train
-        G, H, _, _, _ = _staged(ens, Xt, yt, wt[0] if wt else None)
+def _training_sums(ens: TreeEnsemble, reference: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Training gradient and hessian sums G, H of every node (inner nodes: sums over leaves),
+    from ``reference=(X_train, y_train[, w])`` or, without it, from the leaves and covers."""
+    if reference is not None:
+        G, H, _, _, _ = _staged(ens, *_reference(reference))
         return _subtree(ens, G), _subtree(ens, H)
     if not np.all(np.isfinite(ens.cover)):
         raise ValueError(
             "The model does not store hessian covers, so its training gradient sums are "
-            "unknown; pass train=(X_train, y_train)."
+            "unknown; pass reference=(X_train, y_train)."
         )
     if ens.inexact:
         warnings.warn(
             "Training gradient sums are rebuilt from leaf values as -G (H + lambda) / lr, "
             f"which is approximate for this model ({'; '.join(ens.inexact)}); pass "
-            "train=(X_train, y_train) to compute them from the training data.",
+            "reference=(X_train, y_train) to compute them from the training data.",
             stacklevel=3,
         )
     tree = ens._node_tree
@@ -111,23 +96,15 @@ def _drawn_ratios(ens, X, y, w, n_draws, min_samples, seed, record=False):
     step = int(max(1, min(n_rounds, _CHUNK_BYTES // per_round)))
     F = np.tile(ens.base_margin, (n, 1))
     single = K == 1 and n_rounds == ens.n_trees
-    nodes, layout = ens._nodes(), ens._layout
+    nodes, layout, st = ens._nodes(), ens._layout, stages(ens, obj)
     for it0 in range(0, n_rounds, step):
         it1 = min(n_rounds, it0 + step)
         t0, t1 = int(ptr[it0]), int(ptr[it1])
         gw = np.empty((it1 - it0, K, n))
         hw = np.empty_like(gw)
         leaves = np.empty((t1 - t0, n), dtype=np.int32)
-        if single:
-            KU.staged_leaves_single(
-                Xd, yv, w, nodes, layout, it0, it1, obj.code, obj.prm,
-                ens._float32_input, ens.float32_sum, F, gw, hw, leaves,
-            )  # fmt: skip
-        else:
-            KU.staged_leaves(
-                Xd, yv, w, nodes, layout, ptr, it0, it1, obj.code, obj.prm,
-                ens._float32_input, ens.float32_sum, F, gw, hw, leaves,
-            )  # fmt: skip
+        kernel = KU.staged_leaves_single if single else KU.staged_leaves
+        kernel(Xd, yv, w, nodes, layout, st, it0, it1, F, gw, hw, leaves)
         tree_round = (np.searchsorted(ptr, np.arange(t0, t1), side="right") - 1 - it0).astype(
             np.int64
         )
@@ -138,22 +115,18 @@ def _drawn_ratios(ens, X, y, w, n_draws, min_samples, seed, record=False):
     return rho, kk, count, rec
 
 
-def _check_int(name: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} must be a positive integer, got {v!r}.")
-    return int(v)
-
-
+@public
 def unbiased_gain(
     model: Any,
     X: Any,
     y: Any,
+    *,
     n_draws: int = 1,
     min_samples: int = 1,
-    random_state: Any = None,
     sample_weight: Any = None,
+    reference: Any = None,
+    random_state: Any = None,
     per_split: bool = False,
-    train: Any = None,
 ) -> pd.Series | pd.DataFrame:
     """Unbiased gain: every split's gain re-estimated on held-out data (UnbiasedGBM, Eq. 5).
 
@@ -177,22 +150,24 @@ def unbiased_gain(
         Held-out rows (not used in training).
     y : array-like of shape (n_samples,)
         Their labels, valid for the model's objective.
-    n_draws : int
+    n_draws : int, default 1
         Independent draws averaged per node (each rho_u is the mean of ``n_draws`` ratios).
         Where the objective's hessian is constant (squared error) and the weights are uniform,
         the exact expectation over draws is used instead, so no draws are made.
-    min_samples : int
+    min_samples : int, default 1
         A split whose k is below this contributes 0.
-    random_state : int or numpy Generator, optional
-        Seed of the draws. The same seed gives the same result whatever the thread count.
     sample_weight : array-like of shape (n_samples,), optional
         Held-out row weights: draws pick rows uniformly and sum ``w g`` and ``w h``.
-    per_split : bool
+    reference : tuple, optional
+        ``(X_train, y_train[, sample_weight])``, the training data: compute the training sums
+        G_u from it with staged gradients instead of rebuilding them from the leaf values and
+        covers as G_leaf = -p(leaf) (H_leaf + lambda) / lr (needed where the model stores no
+        covers).
+    random_state : int, numpy Generator or None, default None
+        Seed of the draws (None: fresh entropy). The same seed gives the same result whatever
+        the thread count.
+    per_split : bool, default False
         Return one row per split instead of per-feature sums.
-    train : tuple, optional
-        ``(X_train, y_train[, sample_weight])``: compute the training sums G_u from this data
-        with staged gradients instead of rebuilding them from the leaf values and covers as
-        G_leaf = -p(leaf) (H_leaf + lambda) / lr (needed where the model stores no covers).
 
     Returns
     -------
@@ -205,11 +180,11 @@ def unbiased_gain(
         ``n_left`` and ``n_right`` (held-out rows reaching the node and its children).
     """
     ens = from_model(model)
-    n_draws = _check_int("n_draws", n_draws)
-    min_samples = _check_int("min_samples", min_samples)
-    seed = _seed(random_state)
+    n_draws = _positive_int("n_draws", n_draws)
+    min_samples = _positive_int("min_samples", min_samples)
+    seed = _api.seed64(random_state)
     obj = get_objective(ens)
-    G, H = _training_sums(ens, train)
+    G, H = _training_sums(ens, reference)
     inner = np.flatnonzero(ens.left >= 0)
     L, R = ens.left[inner], ens.right[inner]
     uniform = sample_weight is None

@@ -1,7 +1,20 @@
 """Adapters: turn each booster's own model (object or file) into a TreeEnsemble.
 
-``from_model`` dispatches on the object's type without importing any booster library that the
-object does not come from; ``load`` sniffs a file's content (never unpickling it).
+Every booster module (``xgboost``, ``lightgbm``, ``catboost``) has the same interface, and
+``from_model`` and ``load`` dispatch through the table ``ADAPTERS`` of them:
+
+* booster objects: ``matches(obj)`` (by the type's package, without importing any booster
+  library), ``export(obj) -> Export`` (the booster's own serialization, and anything else the
+  conversion reads from the object), ``from_export(exported, given) -> Conversion`` (parse and
+  assemble; ``given``: the caller's ``Overrides``) and ``from_booster(obj, *, learning_rate,
+  reg_lambda) -> TreeEnsemble`` (both, uncached);
+* files: ``sniff_file(head)`` and ``from_file(path, data, given)`` for the booster's own
+  non-JSON formats, ``matches_document(doc)`` and ``from_document(doc, given)`` for a decoded
+  JSON or UBJSON document.
+
+A ``Conversion`` is the ensemble with the warnings its conversion gives; ``emit`` gives them.
+``from_model`` caches conversions, keyed on the export's fingerprint (see ``_cache``): a
+booster converted again unchanged is not parsed again. ``load`` never unpickles.
 """
 
 from __future__ import annotations
@@ -11,18 +24,29 @@ import os
 from typing import Any
 
 from ..ensemble import TreeEnsemble
+from . import _cache, catboost, lightgbm, xgboost
+from ._common import emit, library_of
+from ._records import Overrides
 
-__all__ = ["from_model", "load"]
+__all__ = ["ADAPTERS", "clear_cache", "from_model", "load"]
+
+#: The booster modules, in the order ``load`` tries them on a decoded document.
+ADAPTERS = (xgboost, catboost, lightgbm)
+_CACHE = _cache.LRUCache(_cache.MAXSIZE)
 
 
-def _module_of(obj: Any) -> str:
-    return type(obj).__module__.split(".")[0]
+def clear_cache() -> None:
+    """Forget every cached conversion (``from_model`` on booster objects)."""
+    _CACHE.clear()
 
 
 def from_model(
     model: Any, *, learning_rate: float | None = None, reg_lambda: float | None = None
 ) -> TreeEnsemble:
     """Convert a fitted booster into a ``treeinner.TreeEnsemble``.
+
+    Converting the same unchanged booster again returns the same ensemble without parsing it
+    again; a booster trained further or changed in any way is converted anew.
 
     Parameters
     ----------
@@ -50,62 +74,34 @@ def from_model(
         If the model uses an option treeinner does not support (named in the message).
     """
     if isinstance(model, TreeEnsemble):
-        if learning_rate is None and reg_lambda is None:
-            return model
-        changes: dict[str, Any] = {}
-        if learning_rate is not None:
-            changes["learning_rate"] = [float(learning_rate)] * model.n_trees
-        if reg_lambda is not None:
-            changes["reg_lambda"] = float(reg_lambda)
-        return model.replace(**changes)
-    mod = _module_of(model)
-    if mod == "treeinner" and hasattr(model, "_treeinner_ensemble"):  # treeinner.booster
-        return from_model(
-            model._treeinner_ensemble(), learning_rate=learning_rate, reg_lambda=reg_lambda
+        return _override(model, learning_rate, reg_lambda)
+    if library_of(model) == "treeinner" and hasattr(model, "_treeinner_ensemble"):
+        return _override(model._treeinner_ensemble(), learning_rate, reg_lambda)
+    adapter = next((a for a in ADAPTERS if a.matches(model)), None)
+    if adapter is None:
+        raise TypeError(
+            f"Cannot explain a {type(model).__module__}.{type(model).__name__}: expected an "
+            "XGBoost, LightGBM or CatBoost model (Booster or scikit-learn wrapper), or a "
+            "TreeEnsemble."
         )
-    if mod == "xgboost":
-        from . import xgboost as xgb_adapter
-
-        if not (hasattr(model, "save_raw") or hasattr(model, "get_booster")):
-            raise TypeError(f"{type(model).__name__} is not an XGBoost booster or model.")
-        if hasattr(model, "get_booster"):
-            try:
-                model.get_booster()
-            except Exception as e:  # NotFittedError and the like
-                raise ValueError(f"The {type(model).__name__} is not fitted: {e}") from e
-        return xgb_adapter.from_booster(model, learning_rate=learning_rate, reg_lambda=reg_lambda)
-    if mod == "lightgbm":
-        from . import lightgbm as lgb_adapter
-
-        return lgb_adapter.from_booster(model, learning_rate=learning_rate, reg_lambda=reg_lambda)
-    if mod == "catboost":
-        from . import catboost as cb_adapter
-
-        return cb_adapter.from_model(model, learning_rate=learning_rate, reg_lambda=reg_lambda)
-    raise TypeError(
-        f"Cannot explain a {type(model).__module__}.{type(model).__name__}: expected an XGBoost, "
-        "LightGBM or CatBoost model (Booster or scikit-learn wrapper), or a TreeEnsemble."
-    )
+    exported = adapter.export(model)
+    given = Overrides(learning_rate, reg_lambda)
+    key = _cache.key_of(model, exported.fingerprint(), given)
+    conversion = _CACHE.get(key)
+    if conversion is None:
+        conversion = adapter.from_export(exported, given)
+        _CACHE.put(key, conversion)
+    return emit(conversion)
 
 
-def _sniff(head: bytes) -> str:
-    if head.startswith(b"PK\x03\x04"):
-        return "npz"
-    if head[:1] in (b"\x80",) or head.startswith(b"\x80\x04") or head.startswith(b"\x80\x05"):
-        return "pickle"
-    if head.startswith(b"CBM1"):
-        return "catboost"
-    if head.startswith(b"tree\n") or head.startswith(b"tree\r\n"):
-        return "lightgbm"
-    stripped = head.lstrip()
-    if stripped.startswith(b"{"):
-        rest = stripped[1:].lstrip()
-        if rest[:1] in (b'"', b"}"):
-            return "json"
-        return "ubjson"
-    if stripped.startswith(b"binf") or head[:4] == b"\x00\x00\x00?":
-        return "xgboost-binary"
-    return "unknown"
+def _override(ens: TreeEnsemble, learning_rate: Any, reg_lambda: Any) -> TreeEnsemble:
+    """A TreeEnsemble with the given learning rate and lambda (itself when neither is given)."""
+    changes: dict[str, Any] = {}
+    if learning_rate is not None:
+        changes["learning_rate"] = [float(learning_rate)] * ens.n_trees
+    if reg_lambda is not None:
+        changes["reg_lambda"] = float(reg_lambda)
+    return ens.replace(**changes) if changes else ens
 
 
 def load(
@@ -142,56 +138,38 @@ def load(
     path = os.fspath(path)
     with open(path, "rb") as fh:
         data = fh.read()
-    kind = _sniff(data[:64])
-    if kind == "npz":
-        ens = TreeEnsemble.load_npz(path)
-        return from_model(ens, learning_rate=learning_rate, reg_lambda=reg_lambda)
-    if kind == "pickle":
+    head = data[:64]
+    if head.startswith(b"PK\x03\x04"):
+        return _override(TreeEnsemble.load_npz(path), learning_rate, reg_lambda)
+    if head[:1] == b"\x80":
         raise ValueError(
             f"{path!r} is a Python pickle; treeinner never unpickles files. Save the model in "
             "the booster's own format (e.g. XGBoost's save_model('model.json'))."
         )
-    if kind == "lightgbm":
-        from . import lightgbm as lgb_adapter
+    given = Overrides(learning_rate, reg_lambda)
+    adapter = next((a for a in ADAPTERS if a.sniff_file(head)), None)
+    if adapter is not None:
+        return emit(adapter.from_file(path, data, given))
+    doc = _document(path, data, head)
+    adapter = next((a for a in ADAPTERS if a.matches_document(doc)), None)
+    if adapter is None:
+        raise ValueError(f"{path!r} is JSON but not a model treeinner can read.")
+    return emit(adapter.from_document(doc, given))
 
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{path!r} is not a valid LightGBM model file: {e}") from e
-        return lgb_adapter.from_string(text, learning_rate=learning_rate, reg_lambda=reg_lambda)
-    if kind == "catboost":
-        from . import catboost as cb_adapter
 
-        return cb_adapter.from_cbm(path, learning_rate=learning_rate, reg_lambda=reg_lambda)
-    if kind == "xgboost-binary":
-        raise ValueError(
-            f"{path!r} is an XGBoost model in the deprecated binary format; load it with "
-            "xgboost and save it as .json or .ubj."
-        )
-    if kind == "json":
+def _document(path: str, data: bytes, head: bytes) -> Any:
+    """A JSON or UBJSON file decoded (ValueError for anything else, or a corrupt one)."""
+    stripped = head.lstrip()
+    if not stripped.startswith(b"{"):
+        raise ValueError(f"{path!r} is not a model file treeinner can read.")
+    if stripped[1:].lstrip()[:1] in (b'"', b"}"):
         try:
-            doc = json.loads(data.decode("utf-8"))
+            return json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
             raise ValueError(f"{path!r} is not valid JSON (truncated or corrupt?): {e}") from e
-    elif kind == "ubjson":
-        from ._ubjson import loads
+    from ._ubjson import loads
 
-        try:
-            doc = loads(data)
-        except ValueError as e:
-            raise ValueError(f"{path!r} is not valid UBJSON (truncated or corrupt?): {e}") from e
-    else:
-        raise ValueError(f"{path!r} is not a model file treeinner can read.")
-    from . import xgboost as xgb_adapter
-
-    if xgb_adapter.is_xgboost_model(doc):
-        return xgb_adapter.from_dict(doc, learning_rate=learning_rate, reg_lambda=reg_lambda)
-    if isinstance(doc, dict) and ("oblivious_trees" in doc or "features_info" in doc):
-        from . import catboost as cb_adapter
-
-        return cb_adapter.from_json(doc, learning_rate=learning_rate, reg_lambda=reg_lambda)
-    if isinstance(doc, dict) and "tree_info" in doc:
-        from . import lightgbm as lgb_adapter
-
-        return lgb_adapter.from_dump(doc, learning_rate=learning_rate, reg_lambda=reg_lambda)
-    raise ValueError(f"{path!r} is JSON but not a model treeinner can read.")
+    try:
+        return loads(data)
+    except ValueError as e:
+        raise ValueError(f"{path!r} is not valid UBJSON (truncated or corrupt?): {e}") from e

@@ -18,10 +18,12 @@ _MAX_DEPTH = 64
 
 class _Reader:
     def __init__(self, buf: bytes) -> None:
+        """A reader at the start of ``buf``."""
         self.buf = buf
         self.pos = 0
 
     def take(self, n: int) -> bytes:
+        """The next ``n`` bytes (ValueError when the data ends first)."""
         if n < 0 or self.pos + n > len(self.buf):
             raise ValueError("truncated UBJSON data")
         out = self.buf[self.pos : self.pos + n]
@@ -29,16 +31,19 @@ class _Reader:
         return out
 
     def marker(self) -> bytes:
+        """The next type marker, no-ops skipped."""
         m = self.take(1)
         while m == b"N":  # no-op
             m = self.take(1)
         return m
 
     def number(self, m: bytes) -> Any:
+        """A scalar of numeric type ``m``."""
         dt, size = _NUM[m]
         return np.frombuffer(self.take(size), dtype=dt)[0].item()
 
     def length(self) -> int:
+        """A non-negative length (an integer of any integer type)."""
         m = self.marker()
         if m not in _INT:
             raise ValueError(f"bad UBJSON length marker {m!r}")
@@ -48,12 +53,14 @@ class _Reader:
         return n
 
     def string(self) -> str:
+        """A length-prefixed UTF-8 string."""
         try:
             return self.take(self.length()).decode("utf-8")
         except UnicodeDecodeError as e:
             raise ValueError("invalid UTF-8 in UBJSON string") from e
 
     def value(self, m: bytes, depth: int) -> Any:
+        """A value of type ``m`` (containers nest at most ``_MAX_DEPTH`` deep)."""
         if depth > _MAX_DEPTH:
             raise ValueError("UBJSON nested too deeply")
         if m in _NUM:
@@ -77,6 +84,7 @@ class _Reader:
         raise ValueError(f"unknown UBJSON marker {m!r} at byte {self.pos - 1}")
 
     def _header(self) -> tuple[bytes | None, int | None]:
+        """A container's optional ``$type`` and ``#count``."""
         typ = count = None
         if self.buf[self.pos : self.pos + 1] == b"$":
             self.pos += 1
@@ -90,6 +98,7 @@ class _Reader:
         return typ, count
 
     def _check_count(self, typ: bytes | None, count: int | None) -> None:
+        """Refuse counts that cannot fit the remaining data."""
         if count is None:
             return
         if typ in (b"Z", b"T", b"F", b"N"):
@@ -99,6 +108,7 @@ class _Reader:
             raise ValueError("UBJSON container count exceeds the data")
 
     def array(self, depth: int) -> Any:
+        """An array (a typed numeric one as a NumPy array)."""
         typ, count = self._header()
         self._check_count(typ, count)
         if typ is not None and typ in _NUM:
@@ -117,6 +127,7 @@ class _Reader:
             out.append(self.value(m, depth + 1))
 
     def obj(self, depth: int) -> dict:
+        """An object as a dict."""
         typ, count = self._header()
         self._check_count(typ, count)
         out = {}

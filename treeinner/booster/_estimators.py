@@ -5,7 +5,6 @@ from __future__ import annotations
 import numbers
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from types import SimpleNamespace
 from typing import Any
 
 import numba
@@ -13,10 +12,12 @@ import numpy as np
 import pandas as pd
 
 from .. import _input
+from .._format import MISSING_NAN, NUMERIC
 from .._staged import _weights
+from ..adapters import xgboost as _xgb_naming
+from ..adapters._common import gradient_fields
 from ..ensemble import TreeEnsemble
-from ..kernels.routing import MISSING_NAN, NUMERIC
-from ..objectives import Objective, get_objective
+from ..objectives import Objective
 from . import _train
 
 try:  # scikit-learn is optional: without it the estimators keep get_params / set_params
@@ -58,13 +59,18 @@ def _threads(n_jobs: int | None) -> Iterator[None]:
         numba.set_num_threads(before)
 
 
+def _gradient_fields(name: str, n_outputs: int) -> dict[str, Any]:
+    """The ensemble's gradient fields: the booster's objective names are XGBoost's, and its
+    node statistics are summed with XGBoost's gradient conventions."""
+    return gradient_fields(_xgb_naming.kernel_objective, name, {}, n_outputs)
+
+
 def _objective(name: str, n_outputs: int) -> Objective:
-    """The objective with XGBoost's gradient conventions (the booster's objective names are
-    XGBoost's, and its node statistics are summed with these gradients)."""
-    stub = SimpleNamespace(
-        objective=name, objective_params={}, n_outputs=n_outputs, source="treeinner"
-    )
-    return get_objective(stub)
+    """The objective the booster trains with (see ``_gradient_fields``)."""
+    g = _gradient_fields(name, n_outputs)
+    if g["grad_objective"] < 0:
+        raise NotImplementedError(g["no_gradient"])
+    return Objective(name=name, code=g["grad_objective"], prm=g["grad_params"], n_outputs=n_outputs)
 
 
 def _int_param(
@@ -389,6 +395,8 @@ class _GBMBase(BaseEstimator):
             source="treeinner",
             source_version=__version__,
             params=params,
+            node_weight="cover",
+            **_gradient_fields(obj.name, n_out),
         )
 
     # ------------------------------------------------------------------ prediction
@@ -649,15 +657,17 @@ evals_result_
         return e / e.sum(axis=1, keepdims=True)
 
     def predict(self, X: Any) -> np.ndarray:
-        """Predicted class labels (the most probable class).
+        """Predicted class labels: the most probable class of every row.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), DataFrame or scipy sparse matrix
+        X : array-like, DataFrame or scipy sparse matrix
+            The rows, as for ``predict_proba``.
 
         Returns
         -------
         ndarray of shape (n_samples,)
+            Labels from ``classes_``.
         """
         F = self._margin(X)
         best = (F > 0).astype(np.int64) if F.ndim == 1 else np.argmax(F, axis=1)

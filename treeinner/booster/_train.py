@@ -195,11 +195,9 @@ class Grower:
         bounds = np.array([t.bounds[k] for k in ids], dtype=np.int64)
         slots = self._slots(t, ids)
         rows = sum(t.bounds[k][self.HP] - t.bounds[k][0] for k in ids)
-        kernel = (
-            K.build_histograms_serial
-            if rows * feats.shape[0] < _PARALLEL_HIST_WORK or fblock.shape[0] <= 2
-            else K.build_histograms
-        )
+        kernel = K.build_histograms
+        if rows * feats.shape[0] < _PARALLEL_HIST_WORK or fblock.shape[0] <= 2:
+            kernel, fblock = K.build_histograms_serial, fblock[[0, -1]]  # one pass over the rows
         kernel(
             self.b.bins,
             gh,

@@ -1,16 +1,41 @@
 """Numba kernels for node values, PreDecomp/Saabas attributions and staged gradient passes.
 
-Node arrays come as the ``nodes`` tuple of ``kernels.routing``; ``layout`` is the ensemble's
-top layout. ``parent[n]`` is the parent of node n (-1 at roots).
+Node arrays come as the ``nodes`` named tuple of ``kernels.routing`` (``_format.Nodes``);
+``layout`` is the ensemble's top layout (``_format.Layout``). ``parent[n]`` is the parent of
+node n (-1 at roots). The kernels that carry rows' margins through the boosting rounds (here,
+``kernels.treeshap.shap_inner`` and ``kernels.unbiased``) take them as ``Stages``.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit, prange
 
-from ..objectives import grad_hess, grad_hess_row
-from .routing import ROW_BLOCK, _fill_buffer, _route_block
+from .gradients import grad_hess, grad_hess_row
+from .routing import ROW_BLOCK, _add_leaves, _fill_buffer, _load_block, _route_block, n_blocks
+
+
+class Stages(NamedTuple):
+    """How the staged passes carry a model's margins through its boosting rounds
+    (``treeinner._staged.stages``).
+
+    ``iter_ptr``: the first tree of every boosting round and the number of trees last (int64;
+    trees of one round share the gradients of its start); the base margin (float64, one per
+    output); the kernel objective, ``code`` and parameter vector ``prm``
+    (``kernels.gradients``); and the booster's float32 conventions: ``f32``, categorical
+    values read as float32, and ``f32_sum``, margins carried in float32 like its prediction
+    cache. (The node arrays and layout stay arguments of their own: Numba hands a named tuple
+    to the threads of a parallel loop only if it is an argument of the kernel.)
+    """
+
+    iter_ptr: np.ndarray
+    base_margin: np.ndarray
+    code: int
+    prm: np.ndarray
+    f32: bool
+    f32_sum: bool
 
 
 @njit(cache=True)
@@ -85,23 +110,21 @@ def path_attribution(X, nodes, layout, parent, p, tree_lo, tree_hi, f32, out):
 
     ``out`` has shape (n_rows, n_features, n_outputs) and is zeroed by the caller.
     """
-    feature = nodes[2]
-    tree_group = nodes[12]
-    used = layout[7]
-    n_rows = X.shape[0]
-    n_blocks = (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
-    for b in prange(n_blocks):
-        r0 = b * ROW_BLOCK
-        r1 = min(n_rows, r0 + ROW_BLOCK)
-        m = r1 - r0
-        idx = np.empty(ROW_BLOCK, dtype=np.uint64)
-        buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
-        _fill_buffer(X, r0, m, used, buf)
+    for b in prange(n_blocks(X.shape[0])):
+        r0, m, idx, buf = _load_block(X, b, layout.used)
         for t in range(tree_lo, tree_hi):
             _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
-            g = tree_group[t]
+            g = nodes.tree_group[t]
             for k in range(m):
-                _add_path(r0 + k, np.int64(idx[k]), parent, feature, p, g, out)
+                _add_path(r0 + k, np.int64(idx[k]), parent, nodes.feature, p, g, out)
+
+
+@njit(cache=True, inline="always")
+def _chunk_rows(ch, n_chunks, n_rows):
+    """The rows ``lo:hi`` of chunk ``ch`` of ``n_chunks`` nearly equal chunks."""
+    size = (n_rows + n_chunks - 1) // n_chunks
+    lo = ch * size
+    return lo, min(n_rows, lo + size)
 
 
 @njit(cache=True, inline="always")
@@ -120,13 +143,16 @@ def _block_buffers(used, K):
 
 
 @njit(cache=True, inline="always")
-def _start_block(X, r0, m, used, buf, base_margin, F, gsum):
-    """Load rows ``r0:r0 + m`` for routing and reset their margins and gradient sums."""
+def _start_block(X, r0, hi, used, buf, base_margin, F, gsum):
+    """Load the rows from ``r0`` (at most ``ROW_BLOCK``, up to ``hi``) for routing and reset
+    their margins and gradient sums; returns their number."""
+    m = min(hi, r0 + ROW_BLOCK) - r0
     _fill_buffer(X, r0, m, used, buf)
     for k in range(m):
         for c in range(base_margin.shape[0]):
             F[k, c] = base_margin[c]
             gsum[k, c] = 0.0
+    return m
 
 
 @njit(cache=True, inline="always")
@@ -143,41 +169,15 @@ def _round_gradients(code, prm, y, r0, m, F, g, h):
 
 
 @njit(cache=True, inline="always")
-def _add_leaves(delta, idx, value, m, c, f32_sum):
-    """Add each row's leaf value (``idx``) to output ``c`` of its margin ``delta``; with
-    ``f32_sum`` in float32, like the booster's prediction cache."""
+def _copy_rows(src, dst, m):
+    """``dst[:m] = src[:m]`` (margins of a block's rows)."""
     for k in range(m):
-        leaf = np.int64(idx[k])
-        if f32_sum:
-            delta[k, c] = np.float32(delta[k, c]) + np.float32(value[leaf])
-        else:
-            delta[k, c] += value[leaf]
+        for c in range(src.shape[1]):
+            dst[k, c] = src[k, c]
 
 
 @njit(parallel=True, cache=True)
-def staged_pass(
-    X,
-    y,
-    w,
-    nodes,
-    layout,
-    iter_ptr,
-    base_margin,
-    code,
-    prm,
-    f32,
-    f32_sum,
-    n_chunks,
-    parent,
-    p,
-    forest,
-    need_hc,
-    G,
-    H,
-    C,
-    FI,
-    GS,
-):
+def staged_pass(X, y, w, nodes, layout, stages, parent, p, forest, need_hc, G, H, C, FI, GS):
     """One pass over the rows in boosting order with staged margins and gradients.
 
     For every tree, rows are routed to their leaf, and ``w * g``, ``w * h`` and ``w`` (g, h the
@@ -185,33 +185,26 @@ def staged_pass(
     leaf's entries of ``G``, ``H``, ``C`` (shape (n_chunks, n_nodes): one row per chunk of
     rows, so threads never share an accumulator; ``H`` and ``C`` only with ``need_hc``).
     Trees of one round (classes, parallel trees) share the gradients of the round's start, as
-    the booster computed them; with ``f32_sum`` the staged margins are carried in float32 like
-    the booster's prediction cache.
+    the booster computed them (``stages``, the ``Stages`` of the model).
 
     With ``forest``, ForestInner is accumulated too: per row, the attribution summed over trees
     (path contributions with node values ``p``) times the summed negative gradient, into
     ``FI[chunk, feature, output]``; ``GS[chunk, output]`` receives the summed w * (-g).
     """
-    feature = nodes[2]
-    value = nodes[9]
-    tree_group = nodes[12]
-    used = layout[7]
-    n_rows = X.shape[0]
+    iter_ptr, base_margin, code, prm, f32, f32_sum = stages
+    value = nodes.value
     K = base_margin.shape[0]
     n_feat = FI.shape[1]
-    chunk = (n_rows + n_chunks - 1) // n_chunks
+    n_chunks = G.shape[0]
     for ch in prange(n_chunks):
-        lo = ch * chunk
-        hi = min(n_rows, lo + chunk)
+        lo, hi = _chunk_rows(ch, n_chunks, X.shape[0])
         Gc = G[ch]
         Hc = H[ch]
         Cc = C[ch]
-        idx, buf, F, delta, g, h, gsum = _block_buffers(used, K)
+        idx, buf, F, delta, g, h, gsum = _block_buffers(layout.used, K)
         A = np.zeros((ROW_BLOCK, n_feat, K)) if forest else np.zeros((1, 1, 1))
         for r0 in range(lo, hi, ROW_BLOCK):
-            r1 = min(hi, r0 + ROW_BLOCK)
-            m = r1 - r0
-            _start_block(X, r0, m, used, buf, base_margin, F, gsum)
+            m = _start_block(X, r0, hi, layout.used, buf, base_margin, F, gsum)
             if forest:
                 A[:m] = 0.0
             for it in range(iter_ptr.shape[0] - 1):
@@ -229,12 +222,10 @@ def staged_pass(
                             F[k, 0] += value[leaf]
                     continue
                 _round_gradients(code, prm, y, r0, m, F, g, h)
-                for k in range(m):
-                    for c in range(K):
-                        delta[k, c] = F[k, c]
+                _copy_rows(F, delta, m)
                 for t in range(iter_ptr[it], iter_ptr[it + 1]):
                     _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
-                    c = tree_group[t]
+                    c = nodes.tree_group[t]
                     for k in range(m):
                         Gc[np.int64(idx[k])] += w[r0 + k] * g[k, c]
                     _add_leaves(delta, idx, value, m, c, f32_sum)
@@ -247,10 +238,8 @@ def staged_pass(
                     if forest:
                         for k in range(m):
                             gsum[k, c] -= g[k, c]
-                            _add_path(k, np.int64(idx[k]), parent, feature, p, c, A)
-                for k in range(m):
-                    for c in range(K):
-                        F[k, c] = delta[k, c]
+                            _add_path(k, np.int64(idx[k]), parent, nodes.feature, p, c, A)
+                _copy_rows(delta, F, m)
             if forest:
                 for k in range(m):
                     wk = w[r0 + k]

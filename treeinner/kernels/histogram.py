@@ -19,9 +19,10 @@ Layout
 A numeric split sends a row left iff its bin is ``<= thr_bin`` (value ``<= cuts[f, thr_bin]``),
 and missing values to the default side. Every kernel's result is independent of the number of
 threads: each histogram entry, node sum and split is computed by one thread in a fixed order.
-Kernels that do real work on many rows come in a parallel and a ``_serial`` version (the
-caller picks by the amount of work). All use NumPy's floating-point error model: a candidate
-split's score may divide by zero before the candidate is masked out as invalid.
+Kernels that do real work on many rows come in a parallel and a ``_serial`` version, compiled
+from one function (``kernels._twins``); the caller picks by the amount of work. All use NumPy's
+floating-point error model: a candidate split's score may divide by zero before the candidate
+is masked out as invalid.
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..objectives import grad_hess, grad_hess_row
+from ._twins import parallel_and_serial
+from .gradients import grad_hess, grad_hess_row
 
 ROW_BLOCK = 4096  # rows per parallel task where rows are independent
 PREFETCH_ROWS = 8  # rows ahead whose data the histogram loop prefetches
 _NEG_INF = -np.inf
+_OPTIONS = {"error_model": "numpy"}  # of every kernel here
 
 
 @intrinsic
@@ -184,36 +187,26 @@ def apply_bins(XT, cuts, n_bins, out):
 
 
 # ---------------------------------------------------------------------- gradients
-@njit(cache=True, inline="always", error_model="numpy")
-def _gradient_rows(code, prm, y, w, F, gh, r0, r1, g, h):
-    K = F.shape[1]
-    for i in range(r0, r1):
-        if K == 1:
-            gi, hi = grad_hess(code, prm, y[i], F[i, 0])
-            gh[0, i, 0] = w[i] * gi
-            gh[0, i, 1] = w[i] * hi
-        else:
-            grad_hess_row(code, prm, y[i], F[i], g, h)
-            for c in range(K):
-                gh[c, i, 0] = w[i] * g[c]
-                gh[c, i, 1] = w[i] * h[c]
-
-
-@njit(parallel=True, cache=True, error_model="numpy")
 def round_gradients(code, prm, y, w, F, gh):
     """Weighted gradients and hessians of every row and output at margins ``F`` (n, K):
     ``gh[c, i] = (w_i g_ic, w_i h_ic)``."""
     n, K = F.shape
     for blk in prange((n + ROW_BLOCK - 1) // ROW_BLOCK):
-        r0 = blk * ROW_BLOCK
-        _gradient_rows(code, prm, y, w, F, gh, r0, min(n, r0 + ROW_BLOCK), np.empty(K), np.empty(K))
+        g = np.empty(K)
+        h = np.empty(K)
+        for i in range(blk * ROW_BLOCK, min(n, (blk + 1) * ROW_BLOCK)):
+            if K == 1:
+                gi, hi = grad_hess(code, prm, y[i], F[i, 0])
+                gh[0, i, 0] = w[i] * gi
+                gh[0, i, 1] = w[i] * hi
+            else:
+                grad_hess_row(code, prm, y[i], F[i], g, h)
+                for c in range(K):
+                    gh[c, i, 0] = w[i] * g[c]
+                    gh[c, i, 1] = w[i] * h[c]
 
 
-@njit(cache=True, error_model="numpy")
-def round_gradients_serial(code, prm, y, w, F, gh):
-    """``round_gradients`` on the calling thread."""
-    K = F.shape[1]
-    _gradient_rows(code, prm, y, w, F, gh, 0, F.shape[0], np.empty(K), np.empty(K))
+round_gradients, round_gradients_serial = parallel_and_serial(round_gradients, **_OPTIONS)
 
 
 @njit(cache=True, error_model="numpy")
@@ -244,67 +237,38 @@ def _prefetch_row(bins, gh, i, f0, width):
     _prefetch(gh, i, 0)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def _hist_rows2(bins, gh, idx, k0, k1, f0, nq, contiguous, feats, q0, fo, P2):
-    """Add rows ``idx[k0:k1]`` to the (w g, w h) bins ``P2[fo[q] + bin]`` of the features
-    ``feats[q0 + q]`` (a contiguous range starting at ``f0`` when ``contiguous``)."""
-    if contiguous:
+def _hist_rows(count, contiguous):
+    """The loop that adds rows ``idx[k0:k1]`` to the bins ``PS[fo[q] + bin]`` of the features
+    ``feats[q0 + q]`` (channels w g, w h, and with ``count`` the row count), for features
+    that are a contiguous range from ``f0`` or (not ``contiguous``) any increasing ones.
+
+    One source, four compiled loops: ``count`` and ``contiguous`` are constants of each, so
+    the innermost loop has no branch on them."""
+
+    @njit(inline="always", error_model="numpy")
+    def rows(bins, gh, idx, k0, k1, f0, nq, feats, q0, fo, PS):
+        width = nq if contiguous else feats[q0 + nq - 1] - f0 + 1
         for k in range(k0, k1):
             if k + PREFETCH_ROWS < k1:
-                _prefetch_row(bins, gh, idx[k + PREFETCH_ROWS], f0, nq)
+                _prefetch_row(bins, gh, idx[k + PREFETCH_ROWS], f0, width)
             i = idx[k]
             g = gh[i, 0]
             h = gh[i, 1]
-            row = bins[i, f0 : f0 + nq]
+            row = bins[i, f0 : f0 + nq] if contiguous else bins[i]
             for q in range(nq):
-                j = fo[q] + np.int64(row[q])
-                P2[j, 0] += g
-                P2[j, 1] += h
-    else:
-        last = feats[q0 + nq - 1] - f0 + 1
-        for k in range(k0, k1):
-            if k + PREFETCH_ROWS < k1:
-                _prefetch_row(bins, gh, idx[k + PREFETCH_ROWS], f0, last)
-            i = idx[k]
-            g = gh[i, 0]
-            h = gh[i, 1]
-            row = bins[i]
-            for q in range(nq):
-                j = fo[q] + np.int64(row[feats[q0 + q]])
-                P2[j, 0] += g
-                P2[j, 1] += h
+                j = fo[q] + np.int64(row[q] if contiguous else row[feats[q0 + q]])
+                PS[j, 0] += g
+                PS[j, 1] += h
+                if count:
+                    PS[j, 2] += 1.0
+
+    return rows
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def _hist_rows3(bins, gh, idx, k0, k1, f0, nq, contiguous, feats, q0, fo, P3):
-    """``_hist_rows2`` with a third channel, the row count."""
-    if contiguous:
-        for k in range(k0, k1):
-            if k + PREFETCH_ROWS < k1:
-                _prefetch_row(bins, gh, idx[k + PREFETCH_ROWS], f0, nq)
-            i = idx[k]
-            g = gh[i, 0]
-            h = gh[i, 1]
-            row = bins[i, f0 : f0 + nq]
-            for q in range(nq):
-                j = fo[q] + np.int64(row[q])
-                P3[j, 0] += g
-                P3[j, 1] += h
-                P3[j, 2] += 1.0
-    else:
-        last = feats[q0 + nq - 1] - f0 + 1
-        for k in range(k0, k1):
-            if k + PREFETCH_ROWS < k1:
-                _prefetch_row(bins, gh, idx[k + PREFETCH_ROWS], f0, last)
-            i = idx[k]
-            g = gh[i, 0]
-            h = gh[i, 1]
-            row = bins[i]
-            for q in range(nq):
-                j = fo[q] + np.int64(row[feats[q0 + q]])
-                P3[j, 0] += g
-                P3[j, 1] += h
-                P3[j, 2] += 1.0
+_rows_gh = _hist_rows(count=False, contiguous=False)
+_rows_gh_contiguous = _hist_rows(count=False, contiguous=True)
+_rows_ghc = _hist_rows(count=True, contiguous=False)
+_rows_ghc_contiguous = _hist_rows(count=True, contiguous=True)
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -326,23 +290,25 @@ def _hist_block(bins, gh, idx, bounds, n_hparts, feats, q0, q1, off, nbp, pool, 
             for j in range(fo[q], fo[q] + nbp[f]):
                 for c in range(S):
                     PS[j, c] = 0.0
+        k0, k1 = bounds[r], bounds[r + 1]
         if S == 3:
-            _hist_rows3(
-                bins, gh, idx, bounds[r], bounds[r + 1], f0, nq, contiguous, feats, q0, fo, PS
-            )
+            if contiguous:
+                _rows_ghc_contiguous(bins, gh, idx, k0, k1, f0, nq, feats, q0, fo, PS)
+            else:
+                _rows_ghc(bins, gh, idx, k0, k1, f0, nq, feats, q0, fo, PS)
+        elif contiguous:
+            _rows_gh_contiguous(bins, gh, idx, k0, k1, f0, nq, feats, q0, fo, PS)
         else:
-            _hist_rows2(
-                bins, gh, idx, bounds[r], bounds[r + 1], f0, nq, contiguous, feats, q0, fo, PS
-            )
+            _rows_gh(bins, gh, idx, k0, k1, f0, nq, feats, q0, fo, PS)
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
 def build_histograms(
     bins, gh, idx, bounds, n_hparts, feats, fblock, off, nbp, pool, slots, n_hbins, S
 ):
     """Histograms of the nodes ``j`` (rows ``bounds[j]``) into slots ``slots[j]`` of ``pool``,
     for the features in ``feats``; thread task ``t`` fills features ``feats[fblock[t]:fblock[t +
-    1]]`` of every node, so threads never share an entry and need no reduction."""
+    1]]`` of every node, so threads never share an entry and need no reduction (the serial twin
+    is best given one task, ``fblock = [0, len(feats)]``: one pass over each node's rows)."""
     slot_size = n_hparts * n_hbins * S
     for t in prange(fblock.shape[0] - 1):
         for j in range(slots.shape[0]):
@@ -364,29 +330,7 @@ def build_histograms(
             )
 
 
-@njit(cache=True, error_model="numpy")
-def build_histograms_serial(
-    bins, gh, idx, bounds, n_hparts, feats, fblock, off, nbp, pool, slots, n_hbins, S
-):
-    """``build_histograms`` on the calling thread (for small nodes)."""
-    slot_size = n_hparts * n_hbins * S
-    for j in range(slots.shape[0]):
-        _hist_block(
-            bins,
-            gh,
-            idx,
-            bounds[j],
-            n_hparts,
-            feats,
-            0,
-            feats.shape[0],
-            off,
-            nbp,
-            pool,
-            slots[j] * slot_size,
-            n_hbins,
-            S,
-        )
+build_histograms, build_histograms_serial = parallel_and_serial(build_histograms, **_OPTIONS)
 
 
 @njit(cache=True, error_model="numpy")
@@ -686,69 +630,6 @@ def _split_prepare(pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _split_task(
-    task,
-    pool,
-    slots,
-    totals,
-    n_hparts,
-    n_hbins,
-    S,
-    feats,
-    off,
-    n_bins,
-    lam,
-    mcw,
-    msl,
-    unbiased,
-    max_nb,
-    pi,
-    pf,
-):
-    """The best split of feature ``feats[task % nf]`` of node ``task // nf``."""
-    nf = feats.shape[0]
-    j = task // nf
-    f = feats[task % nf]
-    part_size = n_hbins * S
-    base = slots[j] * n_hparts * part_size
-    if unbiased:
-        scratch = np.empty((3 * n_hparts + 2, max(max_nb + 1, 3 * n_hparts)))
-        _scan_unbiased(
-            pool,
-            base,
-            part_size,
-            n_hparts,
-            f,
-            off,
-            n_bins,
-            totals[j],
-            lam,
-            mcw,
-            msl,
-            scratch,
-            pi[task],
-            pf[task],
-        )
-    else:
-        scratch = np.empty((4, max_nb))
-        _scan_gain(
-            pool,
-            base,
-            f,
-            off,
-            n_bins,
-            totals[j, 0],
-            lam,
-            mcw,
-            msl,
-            S,
-            scratch,
-            pi[task],
-            pf[task],
-        )
-
-
-@njit(cache=True, inline="always", error_model="numpy")
 def _split_pick(feats, unbiased, pi, pf, res_i, res_f):
     """Per node, the feature whose best split scores highest (gain, or score_2 unbiased)."""
     nf = feats.shape[0]
@@ -776,24 +657,10 @@ def _split_pick(feats, unbiased, pi, pf, res_i, res_f):
                 res_f[j, c] = pf[best, c]
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
 def find_splits(
-    pool,
-    slots,
-    totals,
-    n_hparts,
-    n_hbins,
-    S,
-    feats,
-    off,
-    n_bins,
-    lam,
-    mcw,
-    msl,
-    unbiased,
-    res_i,
+    pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins, lam, mcw, msl, unbiased, res_i,
     res_f,
-):
+):  # fmt: skip
     """Best split of every node ``j`` (histogram in slot ``slots[j]``) over the features
     ``feats``; its per-part totals of (w g, w h, count) go to ``totals[j]``.
 
@@ -804,214 +671,112 @@ def find_splits(
     feature) pairs.
     """
     pi, pf, max_nb = _split_prepare(pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins)
-    for task in prange(slots.shape[0] * feats.shape[0]):
-        _split_task(
-            task,
-            pool,
-            slots,
-            totals,
-            n_hparts,
-            n_hbins,
-            S,
-            feats,
-            off,
-            n_bins,
-            lam,
-            mcw,
-            msl,
-            unbiased,
-            max_nb,
-            pi,
-            pf,
-        )
+    nf = feats.shape[0]
+    part_size = n_hbins * S
+    for task in prange(slots.shape[0] * nf):
+        j = task // nf
+        f = feats[task % nf]
+        base = slots[j] * n_hparts * part_size
+        if unbiased:
+            scratch = np.empty((3 * n_hparts + 2, max(max_nb + 1, 3 * n_hparts)))
+            _scan_unbiased(
+                pool, base, part_size, n_hparts, f, off, n_bins, totals[j], lam, mcw, msl,
+                scratch, pi[task], pf[task],
+            )  # fmt: skip
+        else:
+            scratch = np.empty((4, max_nb))
+            _scan_gain(
+                pool, base, f, off, n_bins, totals[j, 0], lam, mcw, msl, S, scratch, pi[task],
+                pf[task],
+            )  # fmt: skip
     _split_pick(feats, unbiased, pi, pf, res_i, res_f)
 
 
-@njit(cache=True, error_model="numpy")
-def find_splits_serial(
-    pool,
-    slots,
-    totals,
-    n_hparts,
-    n_hbins,
-    S,
-    feats,
-    off,
-    n_bins,
-    lam,
-    mcw,
-    msl,
-    unbiased,
-    res_i,
-    res_f,
-):
-    """``find_splits`` on the calling thread."""
-    pi, pf, max_nb = _split_prepare(pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins)
-    for task in range(slots.shape[0] * feats.shape[0]):
-        _split_task(
-            task,
-            pool,
-            slots,
-            totals,
-            n_hparts,
-            n_hbins,
-            S,
-            feats,
-            off,
-            n_bins,
-            lam,
-            mcw,
-            msl,
-            unbiased,
-            max_nb,
-            pi,
-            pf,
-        )
-    _split_pick(feats, unbiased, pi, pf, res_i, res_f)
+find_splits, find_splits_serial = parallel_and_serial(find_splits, **_OPTIONS)
 
 
 # ---------------------------------------------------------------------- partition
-@njit(cache=True, inline="always", error_model="numpy")
-def _partition_node(bins_t, idx, tmp, bnd, f, tb, dl, mb, cb):
-    """Stable partition of one node's rows (parts ``bnd``) by "bin <= tb" (missing bin ``mb``
-    to the default side), reading the split feature's column of ``bins_t`` (features x rows);
-    the children's part bounds into ``cb[0]`` and ``cb[1]``.
+def partition(bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin, child_bounds):
+    """Stable partition of the rows of every node ``j`` of a batch (parts ``bounds[j]``) by
+    "bin <= thr_bin[j]" of feature ``feature[j]`` (its missing bin ``miss_bin[j]`` to the
+    default side), reading the feature's column of ``bins_t`` (features x rows); the
+    children's part bounds into ``child_bounds[j, 0]`` and ``child_bounds[j, 1]``.
 
     Branch-free: every row is written to both outputs and only one cursor advances."""
-    P = bnd.shape[0] - 1
-    s = bnd[0]
-    w = s
-    t = 0
-    d = np.int64(1) if dl != 0 else np.int64(0)
-    col = bins_t[f]
-    cb[0, 0] = s
-    for r in range(P):
-        t0 = t
-        for k in range(bnd[r], bnd[r + 1]):
-            i = idx[k]
-            b = np.int64(col[i])
-            go = d if b == mb else np.int64(b <= tb)
-            idx[w] = i
-            tmp[s + t] = i
-            w += go
-            t += 1 - go
-        cb[0, r + 1] = w
-        cb[1, r + 1] = t - t0  # right rows of part r; made a bound below
-    for k in range(t):
-        idx[w + k] = tmp[s + k]
-    cb[1, 0] = w
-    for r in range(P):
-        cb[1, r + 1] += cb[1, r]
-
-
-@njit(parallel=True, cache=True, error_model="numpy")
-def partition(bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin, child_bounds):
-    """Split the rows of every node ``j`` of a batch (see ``_partition_node``)."""
     for j in prange(bounds.shape[0]):
-        _partition_node(
-            bins_t,
-            idx,
-            tmp,
-            bounds[j],
-            feature[j],
-            thr_bin[j],
-            default_left[j],
-            miss_bin[j],
-            child_bounds[j],
-        )
+        bnd = bounds[j]
+        cb = child_bounds[j]
+        tb = thr_bin[j]
+        mb = miss_bin[j]
+        P = bnd.shape[0] - 1
+        s = bnd[0]
+        w = s
+        t = 0
+        d = np.int64(1) if default_left[j] != 0 else np.int64(0)
+        col = bins_t[feature[j]]
+        cb[0, 0] = s
+        for r in range(P):
+            t0 = t
+            for k in range(bnd[r], bnd[r + 1]):
+                i = idx[k]
+                b = np.int64(col[i])
+                go = d if b == mb else np.int64(b <= tb)
+                idx[w] = i
+                tmp[s + t] = i
+                w += go
+                t += 1 - go
+            cb[0, r + 1] = w
+            cb[1, r + 1] = t - t0  # right rows of part r; made a bound below
+        for k in range(t):
+            idx[w + k] = tmp[s + k]
+        cb[1, 0] = w
+        for r in range(P):
+            cb[1, r + 1] += cb[1, r]
 
 
-@njit(cache=True, error_model="numpy")
-def partition_serial(
-    bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin, child_bounds
-):
-    """``partition`` on the calling thread."""
-    for j in range(bounds.shape[0]):
-        _partition_node(
-            bins_t,
-            idx,
-            tmp,
-            bounds[j],
-            feature[j],
-            thr_bin[j],
-            default_left[j],
-            miss_bin[j],
-            child_bounds[j],
-        )
+partition, partition_serial = parallel_and_serial(partition, **_OPTIONS)
 
 
 # ---------------------------------------------------------------------- leaves
-@njit(cache=True, inline="always", error_model="numpy")
-def _finish_leaf(j, gh, idx, starts, ends, lr, lam, F, c, sums, values):
-    g = 0.0
-    h = 0.0
-    for k in range(starts[j], ends[j]):
-        i = idx[k]
-        g += gh[i, 0]
-        h += gh[i, 1]
-    sums[j, 0] = g
-    sums[j, 1] = h
-    sums[j, 2] = ends[j] - starts[j]
-    v = -lr * g / (h + lam)
-    values[j] = v
-    for k in range(starts[j], ends[j]):
-        F[idx[k], c] += v
-
-
-@njit(parallel=True, cache=True, error_model="numpy")
 def finish_leaves(gh, idx, starts, ends, lr, lam, F, c, sums, values):
     """For every leaf (rows ``idx[starts[j]:ends[j]]``, all parts): its (w g, w h, row count)
     into ``sums[j]``, its value ``-lr G / (H + lam)`` into ``values[j]``, added to output ``c``
     of its rows' margins ``F``."""
     for j in prange(starts.shape[0]):
-        _finish_leaf(j, gh, idx, starts, ends, lr, lam, F, c, sums, values)
+        g = 0.0
+        h = 0.0
+        for k in range(starts[j], ends[j]):
+            i = idx[k]
+            g += gh[i, 0]
+            h += gh[i, 1]
+        sums[j, 0] = g
+        sums[j, 1] = h
+        sums[j, 2] = ends[j] - starts[j]
+        v = -lr * g / (h + lam)
+        values[j] = v
+        for k in range(starts[j], ends[j]):
+            F[idx[k], c] += v
 
 
-@njit(cache=True, error_model="numpy")
-def finish_leaves_serial(gh, idx, starts, ends, lr, lam, F, c, sums, values):
-    """``finish_leaves`` on the calling thread."""
-    for j in range(starts.shape[0]):
-        _finish_leaf(j, gh, idx, starts, ends, lr, lam, F, c, sums, values)
+finish_leaves, finish_leaves_serial = parallel_and_serial(finish_leaves, **_OPTIONS)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def _add_tree_rows(X, r0, r1, left, right, feature, threshold, default_left, value, F, c):
-    for i in range(r0, r1):
-        u = 0
-        while left[u] >= 0:
-            v = X[i, feature[u]]
-            if np.isnan(v):
-                u = left[u] if default_left[u] != 0 else right[u]
-            elif v <= threshold[u]:
-                u = left[u]
-            else:
-                u = right[u]
-        F[i, c] += value[u]
-
-
-@njit(parallel=True, cache=True, error_model="numpy")
 def add_tree(X, left, right, feature, threshold, default_left, value, F, c):
     """Route the rows of raw ``X`` through one tree ("x <= threshold", NaN to the default
     side) and add the leaf values to output ``c`` of ``F``."""
     n = X.shape[0]
     for blk in prange((n + ROW_BLOCK - 1) // ROW_BLOCK):
-        r0 = blk * ROW_BLOCK
-        _add_tree_rows(
-            X,
-            r0,
-            min(n, r0 + ROW_BLOCK),
-            left,
-            right,
-            feature,
-            threshold,
-            default_left,
-            value,
-            F,
-            c,
-        )
+        for i in range(blk * ROW_BLOCK, min(n, (blk + 1) * ROW_BLOCK)):
+            u = 0
+            while left[u] >= 0:
+                v = X[i, feature[u]]
+                if np.isnan(v):
+                    u = left[u] if default_left[u] != 0 else right[u]
+                elif v <= threshold[u]:
+                    u = left[u]
+                else:
+                    u = right[u]
+            F[i, c] += value[u]
 
 
-@njit(cache=True, error_model="numpy")
-def add_tree_serial(X, left, right, feature, threshold, default_left, value, F, c):
-    """``add_tree`` on the calling thread."""
-    _add_tree_rows(X, 0, X.shape[0], left, right, feature, threshold, default_left, value, F, c)
+add_tree, add_tree_serial = parallel_and_serial(add_tree, **_OPTIONS)

@@ -1,11 +1,8 @@
 """Numba kernels that route rows through trees: the margin, leaf indices, structure checks.
 
-Every kernel takes the ensemble's node arrays as one tuple, ``nodes``, in the order of
-``TreeEnsemble._nodes()``:
-
-    (left, right, feature, bound, split_type, default_left, missing_type,
-     cat_offsets, cat_words, value, leaf_id, tree_offsets, tree_group)
-
+Every kernel takes the ensemble's node arrays as one ``treeinner._format.Nodes`` named tuple,
+``nodes`` (``TreeEnsemble._nodes()``), and reads its fields by name (``nodes.left``,
+``nodes.value``, ...); the top layout comes as a ``treeinner._format.Layout``, ``layout``.
 ``left``/``right`` are global node indices (-1 at a leaf). ``bound`` is the float64 threshold
 of the unified rule "go left iff x <= bound" (see ``treeinner._thresholds``).
 """
@@ -15,15 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-# split_type codes
-NUMERIC = 0
-CAT_SET_RIGHT = 1  # categorical: members of the node's set go right (XGBoost)
-CAT_SET_LEFT = 2  # categorical: members of the node's set go left (LightGBM)
-
-# missing_type codes
-MISSING_NAN = 0  # NaN takes the default direction
-MISSING_ZERO = 1  # NaN and |x| <= 1e-35f take the default direction (LightGBM "Zero")
-MISSING_NONE = 2  # NaN is read as 0.0 (LightGBM "None")
+from .._format import CAT_SET_LEFT, MISSING_NONE, MISSING_ZERO, NUMERIC
+from ._twins import parallel_and_serial
 
 ROW_BLOCK = 64
 _ZERO_EPS = float(np.float32(1e-35))  # LightGBM's kZeroThreshold is the float 1e-35f
@@ -31,18 +21,20 @@ _MAX_CAT = 2147483647.0
 
 
 @njit(cache=True, inline="always")
-def _goes_left(v, n, split_type, default_left, missing_type, bound, cat_offsets, cat_words, f32):
-    mt = missing_type[n]
+def _goes_left(v, n, nodes, f32):
+    """Whether value ``v`` goes left at node ``n`` (its missing type, numeric bound or
+    categorical set); ``f32``: categorical values are cast to float32 first."""
+    mt = nodes.missing_type[n]
     if np.isnan(v):
         if mt == MISSING_NONE:
             v = 0.0
         else:
-            return default_left[n] != 0
+            return nodes.default_left[n] != 0
     elif mt == MISSING_ZERO and abs(v) <= _ZERO_EPS:
-        return default_left[n] != 0
-    st = split_type[n]
+        return nodes.default_left[n] != 0
+    st = nodes.split_type[n]
     if st == NUMERIC:
-        return v <= bound[n]
+        return v <= nodes.bound[n]
     if f32:
         v = np.float64(np.float32(v))
     in_set = False
@@ -50,9 +42,9 @@ def _goes_left(v, n, split_type, default_left, missing_type, bound, cat_offsets,
     if (v > -1.0 if st == CAT_SET_LEFT else v >= 0.0) and v < _MAX_CAT:
         c = np.int64(v)
         w = c >> 5
-        lo = cat_offsets[n]
-        if lo + w < cat_offsets[n + 1]:
-            in_set = (cat_words[lo + w] >> np.uint32(c & 31)) & np.uint32(1) != 0
+        lo = nodes.cat_offsets[n]
+        if lo + w < nodes.cat_offsets[n + 1]:
+            in_set = (nodes.cat_words[lo + w] >> np.uint32(c & 31)) & np.uint32(1) != 0
     if st == CAT_SET_LEFT:
         return in_set
     return not in_set
@@ -61,17 +53,13 @@ def _goes_left(v, n, split_type, default_left, missing_type, bound, cat_offsets,
 @njit(cache=True, inline="always")
 def find_leaf(X, row, root, nodes, f32):
     """Global index of the leaf that row ``row`` of ``X`` reaches from ``root``."""
-    left, right, feature, bound, split_type, default_left, missing_type = nodes[:7]
-    cat_offsets, cat_words = nodes[7], nodes[8]
+    left = nodes.left
     n = root
     while left[n] >= 0:
-        v = X[row, feature[n]]
-        if _goes_left(
-            v, n, split_type, default_left, missing_type, bound, cat_offsets, cat_words, f32
-        ):
+        if _goes_left(X[row, nodes.feature[n]], n, nodes, f32):
             n = left[n]
         else:
-            n = right[n]
+            n = nodes.right[n]
     return n
 
 
@@ -103,8 +91,9 @@ def build_top_layout(
 
     ``col_of[f]`` is feature f's column in the block buffer (features the model uses only).
     """
-    left, right, feature, bound, split_type, default_left, missing_type = nodes[:7]
-    tree_offsets = nodes[11]
+    left, right, feature, bound = nodes.left, nodes.right, nodes.feature, nodes.bound
+    missing_type = nodes.missing_type
+    tree_offsets = nodes.tree_offsets
     n_trees = tree_offsets.shape[0] - 1
     width_max = 1 << TOP_DEPTH
     cur = np.empty(width_max, dtype=np.int64)
@@ -121,13 +110,13 @@ def build_top_layout(
                 i = top_off[t] + width - 1 + k
                 if left[u] >= 0:
                     col = col_of[feature[u]]
-                    nan_left = default_left[u] != 0
+                    nan_left = nodes.default_left[u] != 0
                     if missing_type[u] == MISSING_NONE:
                         nan_left = 0.0 <= bound[u]  # NaN is read as 0.0
                     if nan_left:
                         col += n_cols
                     flag = np.int64(0)
-                    if split_type[u] != NUMERIC or missing_type[u] == MISSING_ZERO:
+                    if nodes.split_type[u] != NUMERIC or missing_type[u] == MISSING_ZERO:
                         flag = _GENERAL
                         tree_flags[t] |= TREE_GENERAL
                     meta[i] = col | flag | (u << 34)
@@ -146,6 +135,12 @@ def build_top_layout(
 
 
 @njit(cache=True, inline="always")
+def n_blocks(n_rows):
+    """The number of blocks of ``ROW_BLOCK`` rows ``n_rows`` rows make."""
+    return (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
+
+
+@njit(cache=True, inline="always")
 def _fill_buffer(X, r0, m, used, buf):
     n_cols = used.shape[0]
     for k in range(m):
@@ -156,13 +151,25 @@ def _fill_buffer(X, r0, m, used, buf):
 
 
 @njit(cache=True, inline="always")
+def _load_block(X, b, used):
+    """Block ``b`` of ``ROW_BLOCK`` rows of ``X``: its first row and size, a buffer for the
+    nodes its rows reach, and the routing buffer filled with them (the columns ``used``)."""
+    r0 = b * ROW_BLOCK
+    m = min(X.shape[0], r0 + ROW_BLOCK) - r0
+    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
+    buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
+    _fill_buffer(X, r0, m, used, buf)
+    return r0, m, idx, buf
+
+
+@njit(cache=True, inline="always")
 def _route_block(X, r0, m, t, layout, nodes, f32, buf, idx):
     """Leave in ``idx[k]`` the node reached by row ``r0 + k`` (k < m) in tree ``t``."""
-    top_depth, top_off, bot_off, meta, tbound, bottom, tree_flags, used = layout
-    left, right, feature, bound, split_type, default_left, missing_type = nodes[:7]
-    cat_offsets, cat_words = nodes[7], nodes[8]
-    d = top_depth[t]
-    o = np.uint64(top_off[t])
+    meta = layout.meta
+    tbound = layout.tbound
+    tree_flags = layout.tree_flags
+    d = layout.top_depth[t]
+    o = np.uint64(layout.top_off[t])
     one = np.uint64(1)
     for k in range(m):
         idx[k] = 0
@@ -173,18 +180,7 @@ def _route_block(X, r0, m, t, layout, nodes, f32, buf, idx):
                 mm = meta[i]
                 if mm & _GENERAL:
                     n = mm >> 34
-                    v = X[r0 + k, feature[n]]
-                    gl = _goes_left(
-                        v,
-                        n,
-                        split_type,
-                        default_left,
-                        missing_type,
-                        bound,
-                        cat_offsets,
-                        cat_words,
-                        f32,
-                    )
+                    gl = _goes_left(X[r0 + k, nodes.feature[n]], n, nodes, f32)
                 else:
                     gl = buf[k, np.uint64(mm & _COL_MASK)] <= tbound[i]
                 idx[k] = 2 * idx[k] + 2 - (one if gl else np.uint64(0))
@@ -194,11 +190,12 @@ def _route_block(X, r0, m, t, layout, nodes, f32, buf, idx):
                 i = o + idx[k]
                 gl = buf[k, np.uint64(meta[i] & _COL_MASK)] <= tbound[i]
                 idx[k] = 2 * idx[k] + 2 - np.uint64(gl)
-    base = np.uint64(bot_off[t] - ((1 << d) - 1))
+    bottom = layout.bottom
+    base = np.uint64(layout.bot_off[t] - ((1 << d) - 1))
     if tree_flags[t] & TREE_DEEP:
         for k in range(m):
             n = bottom[base + idx[k]]
-            if left[n] >= 0:
+            if nodes.left[n] >= 0:
                 n = find_leaf(X, r0 + k, n, nodes, f32)
             idx[k] = n
     else:
@@ -207,34 +204,18 @@ def _route_block(X, r0, m, t, layout, nodes, f32, buf, idx):
 
 
 @njit(cache=True, inline="always")
-def _margin_block(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out, r0, r1):
-    value = nodes[9]
-    tree_group = nodes[12]
-    used = layout[7]
-    m = r1 - r0
-    n_out = out.shape[1]
-    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
-    buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
-    acc = np.empty((ROW_BLOCK, n_out), dtype=np.float64)
-    _fill_buffer(X, r0, m, used, buf)
-    for k in range(m):
-        for g in range(n_out):
-            acc[k, g] = base_margin[g]
-    for t in range(tree_lo, tree_hi):
-        _route_block(X, r0, m, t, layout, nodes, f32_cat, buf, idx)
-        g = tree_group[t]
-        if f32_sum:
-            for k in range(m):
-                acc[k, g] = np.float32(acc[k, g]) + np.float32(value[idx[k]])
-        else:
-            for k in range(m):
-                acc[k, g] += value[idx[k]]
-    for k in range(m):
-        for g in range(n_out):
-            out[r0 + k, g] = acc[k, g]
+def _add_leaves(acc, idx, value, m, c, f32_sum):
+    """Add each row's leaf value (``value[idx[k]]``) to output ``c`` of its margin ``acc[k]``;
+    with ``f32_sum`` in float32, as XGBoost sums its trees (and the boosters' prediction
+    caches hold margins)."""
+    if f32_sum:
+        for k in range(m):
+            acc[k, c] = np.float32(acc[k, c]) + np.float32(value[idx[k]])
+    else:
+        for k in range(m):
+            acc[k, c] += value[idx[k]]
 
 
-@njit(parallel=True, cache=True)
 def predict_margin(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out):
     """Set ``out`` (n, n_outputs) to the base margin plus trees ``tree_lo:tree_hi``.
 
@@ -243,57 +224,36 @@ def predict_margin(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32
     Parallel over blocks of ``ROW_BLOCK`` rows; within a block trees are the outer loop, so a
     tree's nodes stay in cache while the block's rows go through it level by level.
     """
-    n_rows = X.shape[0]
-    n_blocks = (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
-    for b in prange(n_blocks):
-        r0 = b * ROW_BLOCK
-        r1 = min(n_rows, r0 + ROW_BLOCK)
-        _margin_block(
-            X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out, r0, r1
-        )
-
-
-@njit(cache=True)
-def predict_margin_serial(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out):
-    """``predict_margin`` on the calling thread (small inputs: no thread start-up)."""
-    n_rows = X.shape[0]
-    for r0 in range(0, n_rows, ROW_BLOCK):
-        r1 = min(n_rows, r0 + ROW_BLOCK)
-        _margin_block(
-            X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out, r0, r1
-        )
-
-
-@njit(cache=True, inline="always")
-def _leaf_block(X, nodes, layout, tree_lo, tree_hi, f32, out, r0, r1):
-    leaf_id = nodes[10]
-    used = layout[7]
-    m = r1 - r0
-    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
-    buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
-    _fill_buffer(X, r0, m, used, buf)
-    for t in range(tree_lo, tree_hi):
-        _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+    n_out = out.shape[1]
+    for b in prange(n_blocks(X.shape[0])):
+        r0, m, idx, buf = _load_block(X, b, layout.used)
+        acc = np.empty((ROW_BLOCK, n_out), dtype=np.float64)
         for k in range(m):
-            out[r0 + k, t - tree_lo] = leaf_id[idx[k]]
+            for g in range(n_out):
+                acc[k, g] = base_margin[g]
+        for t in range(tree_lo, tree_hi):
+            _route_block(X, r0, m, t, layout, nodes, f32_cat, buf, idx)
+            _add_leaves(acc, idx, nodes.value, m, nodes.tree_group[t], f32_sum)
+        for k in range(m):
+            for g in range(n_out):
+                out[r0 + k, g] = acc[k, g]
 
 
-@njit(parallel=True, cache=True)
+predict_margin, predict_margin_serial = parallel_and_serial(predict_margin)
+
+
 def leaf_index(X, nodes, layout, tree_lo, tree_hi, f32, out):
     """Write the booster's leaf id of every row and tree ``tree_lo:tree_hi`` into ``out``."""
-    n_rows = X.shape[0]
-    n_blocks = (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
-    for b in prange(n_blocks):
-        r0 = b * ROW_BLOCK
-        _leaf_block(X, nodes, layout, tree_lo, tree_hi, f32, out, r0, min(n_rows, r0 + ROW_BLOCK))
+    leaf_id = nodes.leaf_id
+    for b in prange(n_blocks(X.shape[0])):
+        r0, m, idx, buf = _load_block(X, b, layout.used)
+        for t in range(tree_lo, tree_hi):
+            _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+            for k in range(m):
+                out[r0 + k, t - tree_lo] = leaf_id[idx[k]]
 
 
-@njit(cache=True)
-def leaf_index_serial(X, nodes, layout, tree_lo, tree_hi, f32, out):
-    """``leaf_index`` on the calling thread."""
-    n_rows = X.shape[0]
-    for r0 in range(0, n_rows, ROW_BLOCK):
-        _leaf_block(X, nodes, layout, tree_lo, tree_hi, f32, out, r0, min(n_rows, r0 + ROW_BLOCK))
+leaf_index, leaf_index_serial = parallel_and_serial(leaf_index)
 
 
 @njit(cache=True)

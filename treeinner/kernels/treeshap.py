@@ -1,8 +1,9 @@
 """Numba kernels for path-dependent TreeSHAP.
 
-Node arrays come as the ``nodes`` tuple of ``kernels.routing``; ``weight`` holds the node
-weights (float64): a child's share of its parent is ``weight[child] / weight[parent]`` (one
-half each where the parent's weight is not positive, as in ``kernels.attribution``).
+Node arrays come as the ``nodes`` named tuple of ``kernels.routing`` (``_format.Nodes``);
+``weight`` holds the node weights (float64): a child's share of its parent is
+``weight[child] / weight[parent]`` (one half each where the parent's weight is not positive, as
+in ``kernels.attribution``).
 ``player[j]`` is the player (the feature credited) of column j: splits on columns with the same
 player are one feature in the Shapley game.
 
@@ -33,8 +34,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .attribution import _add_leaves, _block_buffers, _round_gradients, _start_block
-from .routing import ROW_BLOCK, _goes_left, _route_block
+from ._twins import parallel_and_serial
+from .attribution import _block_buffers, _chunk_rows, _copy_rows, _round_gradients, _start_block
+from .routing import ROW_BLOCK, _add_leaves, _goes_left, _route_block, n_blocks
 
 
 @njit(cache=True, inline="always")
@@ -107,8 +109,7 @@ def _tree_row(
 ):
     """Add the TreeSHAP values of one tree (root ``root``, output ``g``) for row ``row`` of
     ``X`` to ``out[row, :, g]`` (Algorithm 2). The other arguments are work arrays."""
-    left, right, feature, bound, split_type, default_left, missing_type = nodes[:7]
-    cat_offsets, cat_words, value = nodes[7], nodes[8], nodes[9]
+    left, right, value = nodes.left, nodes.right, nodes.value
     sp = 1
     sn[0] = root
     sl[0] = 0
@@ -137,7 +138,7 @@ def _tree_row(
                     s = _unwound_sum(pz, po, pw, lev, length, i)
                     out[row, pf[lev, i], g] += s * d * v
             continue
-        col = feature[u]
+        col = nodes.feature[u]
         f = player[col]
         iz = 1.0
         io = 1.0
@@ -149,17 +150,7 @@ def _tree_row(
                 length -= 1
                 break
         plen[lev] = length
-        if _goes_left(
-            X[row, col],
-            u,
-            split_type,
-            default_left,
-            missing_type,
-            bound,
-            cat_offsets,
-            cat_words,
-            f32,
-        ):
+        if _goes_left(X[row, col], u, nodes, f32):
             hot = left[u]
             cold = right[u]
         else:
@@ -264,8 +255,7 @@ def _linear_row(
     points); ``simple``: the tree's splits are numeric with NaN going the default way (read
     without branches); ``hot``, ``Zs``, ``Os`` (merged z, o), ``R``, ``C``, ``S`` are work
     arrays of at least the tree's size."""
-    left, right, feature, bound, split_type, default_left, missing_type = nodes[:7]
-    cat_offsets, cat_words, value = nodes[7], nodes[8], nodes[9]
+    left, right, feature, value = nodes.left, nodes.right, nodes.feature, nodes.value
     order, ppos, eplayer, share, prev = lay
     FH, FC, CH, tq_all, wq_all, CC_all = tabs
     tq = tq_all[nq]
@@ -275,9 +265,7 @@ def _linear_row(
         return
     u = order[lo]
     v = X[row, feature[u]]
-    if _goes_left(
-        v, u, split_type, default_left, missing_type, bound, cat_offsets, cat_words, f32
-    ):  # fmt: skip
+    if _goes_left(v, u, nodes, f32):
         hot[0] = left[u]
     else:
         hot[0] = right[u]
@@ -305,12 +293,9 @@ def _linear_row(
         if left[c] >= 0:  # the child this row goes to (inline: a call costs more than this)
             v = X[row, feature[c]]
             if simple:
-                gl = (v <= bound[c]) | ((v != v) & (default_left[c] != 0))
+                gl = (v <= nodes.bound[c]) | ((v != v) & (nodes.default_left[c] != 0))
             else:
-                gl = _goes_left(
-                    v, c, split_type, default_left, missing_type, bound, cat_offsets,
-                    cat_words, f32,
-                )  # fmt: skip
+                gl = _goes_left(v, c, nodes, f32)
             hot[k] = left[c] if gl else right[c]
         if (z == 0.0 and o == 0.0) or R[pk, 0] == 0.0:
             for q in range(nq):  # no leaf below counts in any coalition
@@ -371,8 +356,8 @@ def _work(max_nodes, n_q):
 @njit(cache=True)
 def _shap_rows(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32, out,
                r0, r1):  # fmt: skip
-    tree_offsets = nodes[11]
-    tree_group = nodes[12]
+    tree_offsets = nodes.tree_offsets
+    tree_group = nodes.tree_group
     hot, Zs, Os, R, C, S = _work(max_nodes, tabs[0].shape[1])
     for t in range(tree_lo, tree_hi):
         lo = tree_offsets[t]
@@ -387,7 +372,6 @@ def _shap_rows(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes
             )  # fmt: skip
 
 
-@njit(parallel=True, cache=True)
 def tree_shap(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32, out):
     """Add the path-dependent TreeSHAP values of trees ``tree_lo:tree_hi`` to ``out``.
 
@@ -399,28 +383,22 @@ def tree_shap(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes,
     ``ROW_BLOCK`` rows, trees outermost within a block.
     """
     n_rows = X.shape[0]
-    n_blocks = (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
-    for b in prange(n_blocks):
+    for b in prange(n_blocks(n_rows)):
         r0 = b * ROW_BLOCK
         r1 = min(n_rows, r0 + ROW_BLOCK)
         _shap_rows(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32,
                    out, r0, r1)  # fmt: skip
 
 
-@njit(cache=True)
-def tree_shap_serial(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32,
-                     out):  # fmt: skip
-    """``tree_shap`` on the calling thread (small inputs: no thread start-up)."""
-    _shap_rows(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32, out,
-               0, X.shape[0])  # fmt: skip
+tree_shap, tree_shap_serial = parallel_and_serial(tree_shap)
 
 
 @njit(cache=True)
 def tree_shap_classic(X, nodes, weight, player, max_depth, f32, out):
     """Algorithm 2 of Lundberg et al. (2018), serial, every tree: the reference of the tests.
     Same arguments and output as ``tree_shap``."""
-    tree_offsets = nodes[11]
-    tree_group = nodes[12]
+    tree_offsets = nodes.tree_offsets
+    tree_group = nodes.tree_group
     d = max_depth + 2
     pf = np.empty((d, d), dtype=np.int64)
     pz = np.empty((d, d), dtype=np.float64)
@@ -444,7 +422,7 @@ def tree_shap_classic(X, nodes, weight, player, max_depth, f32, out):
 def _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple, nq, scale, acc, ar, g,
                  hot, Zs, Os, R, C, S):  # fmt: skip
     """Add ``scale[k]`` times tree t's TreeSHAP values of row ``r0 + k`` to ``acc[ar]``."""
-    tree_offsets = nodes[11]
+    tree_offsets = nodes.tree_offsets
     for k in range(m):
         if scale[k] != 0.0:
             _linear_row(
@@ -454,61 +432,50 @@ def _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple, nq, scale, acc, ar,
 
 
 @njit(parallel=True, cache=True)
-def shap_inner(
-    X, y, w, nodes, layout, iter_ptr, base_margin, code, prm, f32, f32_sum, lay, tabs, simple,
-    tree_nq, max_nodes, lr, forest, acc,
-):  # fmt: skip
+def shap_inner(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes, lr, forest,
+               acc):  # fmt: skip
     """TreeInner or ForestInner with TreeSHAP attributions, streamed: no SHAP value is stored.
 
-    One pass over the rows in boosting order with staged margins, as
-    ``kernels.attribution.staged_pass``: for TreeInner every tree's SHAP values of a row are
-    added to ``acc[chunk, player, output]`` scaled by ``w (-g) / lr[t]`` (g the gradient at
-    the margin before the tree's round); for ForestInner (``forest``) the rows' summed negative
-    gradients are collected first, then every tree's values are added scaled by ``w`` times
-    them. ``acc`` has shape (n_chunks, n_players, n_outputs): one accumulator per chunk of rows
-    (the caller may use more chunks than threads and schedule them dynamically).
-    The TreeSHAP arguments are those of ``tree_shap``.
+    One pass over the rows in boosting order with staged margins (``stages``, the model's
+    ``kernels.attribution.Stages``), as ``kernels.attribution.staged_pass``: for TreeInner
+    every tree's SHAP values of a row are added to ``acc[chunk, player, output]`` scaled by
+    ``w (-g) / lr[t]`` (g the gradient at the margin before the tree's round); for ForestInner
+    (``forest``) the rows' summed negative gradients are collected first, then every tree's
+    values are added scaled by ``w`` times them. ``acc`` has shape (n_chunks, n_players,
+    n_outputs): one accumulator per chunk of rows (the caller may use more chunks than threads
+    and schedule them dynamically). The TreeSHAP arguments are those of ``tree_shap``.
     """
-    value = nodes[9]
-    tree_offsets = nodes[11]
-    tree_group = nodes[12]
-    used = layout[7]
-    n_rows = X.shape[0]
+    iter_ptr, base_margin, code, prm, f32, f32_sum = stages
+    tree_group = nodes.tree_group
     K = base_margin.shape[0]
     n_chunks = acc.shape[0]
-    chunk = (n_rows + n_chunks - 1) // n_chunks
     for ch in prange(n_chunks):
-        lo = ch * chunk
-        hi = min(n_rows, lo + chunk)
+        lo, hi = _chunk_rows(ch, n_chunks, X.shape[0])
         hot, Zs, Os, R, C, S = _work(max_nodes, tabs[0].shape[1])
         scale = np.empty(ROW_BLOCK)
-        idx, buf, F, delta, g, h, gsum = _block_buffers(used, K)
+        idx, buf, F, delta, g, h, gsum = _block_buffers(layout.used, K)
         for r0 in range(lo, hi, ROW_BLOCK):
-            r1 = min(hi, r0 + ROW_BLOCK)
-            m = r1 - r0
-            _start_block(X, r0, m, used, buf, base_margin, F, gsum)
+            m = _start_block(X, r0, hi, layout.used, buf, base_margin, F, gsum)
             for it in range(iter_ptr.shape[0] - 1):
                 _round_gradients(code, prm, y, r0, m, F, g, h)
-                for k in range(m):
-                    for c in range(K):
-                        delta[k, c] = F[k, c]
-                        if forest:
+                _copy_rows(F, delta, m)
+                if forest:
+                    for k in range(m):
+                        for c in range(K):
                             gsum[k, c] -= w[r0 + k] * g[k, c]
                 for t in range(iter_ptr[it], iter_ptr[it + 1]):
                     _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
                     c = tree_group[t]
-                    _add_leaves(delta, idx, value, m, c, f32_sum)
+                    _add_leaves(delta, idx, nodes.value, m, c, f32_sum)
                     if forest:
                         continue
                     for k in range(m):
                         scale[k] = -w[r0 + k] * g[k, c] / lr[t]
                     _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple[t], tree_nq[t],
                                  scale, acc, ch, c, hot, Zs, Os, R, C, S)  # fmt: skip
-                for k in range(m):
-                    for c in range(K):
-                        F[k, c] = delta[k, c]
+                _copy_rows(delta, F, m)
             if forest:
-                for t in range(tree_offsets.shape[0] - 1):
+                for t in range(nodes.tree_offsets.shape[0] - 1):
                     c = tree_group[t]
                     for k in range(m):
                         scale[k] = gsum[k, c]

@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..objectives import grad_hess, grad_hess_row
-from .routing import ROW_BLOCK, _fill_buffer, _route_block
+from .gradients import grad_hess, grad_hess_row
+from .routing import ROW_BLOCK, _load_block, _route_block, n_blocks
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -108,32 +108,22 @@ def draw_positions(seed, node, which, draw, m, k):
 
 
 @njit(parallel=True, cache=True)
-def staged_leaves(
-    X, y, w, nodes, layout, iter_ptr, it0, it1, code, prm, f32, f32_sum, F, gw, hw, leaves
-):
-    """Carry the staged margins ``F`` (n_rows, n_outputs) through rounds ``it0:it1``.
+def staged_leaves(X, y, w, nodes, layout, stages, it0, it1, F, gw, hw, leaves):
+    """Carry the staged margins ``F`` (n_rows, n_outputs) through rounds ``it0:it1`` (of the
+    model's ``kernels.attribution.Stages``).
 
     For round ``it0 + r`` the weighted gradient and hessian at the round's start go to
     ``gw[r, c, row]`` and ``hw[r, c, row]``; the leaf (global node index) each row reaches in
-    tree ``iter_ptr[it0] + j`` goes to ``leaves[j, row]``. With ``f32_sum`` margins are carried
-    in float32 like the booster's prediction cache.
+    tree ``iter_ptr[it0] + j`` goes to ``leaves[j, row]``.
     """
-    value = nodes[9]
-    tree_group = nodes[12]
-    used = layout[7]
-    n_rows = X.shape[0]
+    iter_ptr, _, code, prm, f32, f32_sum = stages
     K = F.shape[1]
     t_base = iter_ptr[it0]
-    n_blocks = (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
-    for b in prange(n_blocks):
-        r0 = b * ROW_BLOCK
-        m = min(n_rows, r0 + ROW_BLOCK) - r0
-        idx = np.empty(ROW_BLOCK, dtype=np.uint64)
-        buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
+    for b in prange(n_blocks(X.shape[0])):
+        r0, m, idx, buf = _load_block(X, b, layout.used)
         Fb = np.empty((ROW_BLOCK, K))
         g = np.empty(K)
         h = np.empty(K)
-        _fill_buffer(X, r0, m, used, buf)
         for k in range(m):
             for c in range(K):
                 Fb[k, c] = F[r0 + k, c]
@@ -154,9 +144,9 @@ def staged_leaves(
                 for k in range(m):
                     leaves[t - t_base, r0 + k] = np.int32(idx[k])
             for t in range(iter_ptr[it], iter_ptr[it + 1]):
-                c = tree_group[t]
+                c = nodes.tree_group[t]
                 for k in range(m):
-                    v = value[np.int64(leaves[t - t_base, r0 + k])]
+                    v = nodes.value[np.int64(leaves[t - t_base, r0 + k])]
                     if f32_sum:
                         Fb[k, c] = np.float32(Fb[k, c]) + np.float32(v)
                     else:
@@ -167,22 +157,14 @@ def staged_leaves(
 
 
 @njit(parallel=True, cache=True)
-def staged_leaves_single(
-    X, y, w, nodes, layout, it0, it1, code, prm, f32, f32_sum, F, gw, hw, leaves
-):
+def staged_leaves_single(X, y, w, nodes, layout, stages, it0, it1, F, gw, hw, leaves):
     """``staged_leaves`` for one output and one tree per round (tree ``it`` is round ``it``):
     gradient, leaf and margin update in one loop over each block's rows."""
-    value = nodes[9]
-    used = layout[7]
-    n_rows = X.shape[0]
-    n_blocks = (n_rows + ROW_BLOCK - 1) // ROW_BLOCK
-    for b in prange(n_blocks):
-        r0 = b * ROW_BLOCK
-        m = min(n_rows, r0 + ROW_BLOCK) - r0
-        idx = np.empty(ROW_BLOCK, dtype=np.uint64)
-        buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
+    _, _, code, prm, f32, f32_sum = stages
+    value = nodes.value
+    for b in prange(n_blocks(X.shape[0])):
+        r0, m, idx, buf = _load_block(X, b, layout.used)
         Fb = np.empty(ROW_BLOCK)
-        _fill_buffer(X, r0, m, used, buf)
         for k in range(m):
             Fb[k] = F[r0 + k, 0]
         for t in range(it0, it1):

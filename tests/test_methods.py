@@ -1,0 +1,164 @@
+"""The method registry: every entry runs through every consumer, row-additive entries add up
+over rows, and a new entry is one registration away from every consumer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import treeinner
+from treeinner._methods import REGISTRY, Method, Options, get, resolve
+
+xgb = pytest.importorskip("xgboost")
+
+NAMES = list(REGISTRY)
+
+
+@pytest.fixture(scope="module")
+def model_data():
+    rng = np.random.default_rng(0)
+    n, p = 600, 4
+    X = pd.DataFrame(rng.normal(size=(n, p)), columns=["a", "b", "c", "noise"])
+    y = (X["a"] + 0.5 * X["b"] - 0.25 * X["c"] + rng.normal(size=n) > 0).astype(float)
+    w = rng.uniform(0.5, 2.0, size=n)
+    model = xgb.XGBClassifier(n_estimators=12, max_depth=3, n_jobs=1, random_state=0)
+    model.fit(X[:400], y[:400])
+    return model, X[400:], y[400:].to_numpy(), w[400:], (X[:400], y[:400].to_numpy())
+
+
+def test_registry_entries_are_consistent():
+    assert NAMES == list(treeinner.METHODS)
+    for name, m in REGISTRY.items():
+        assert isinstance(m, Method) and m.name == name and m.summary
+        assert not (m.mean and not m.row_additive), name
+        assert m.attribution in (None, *treeinner._api.ATTRIBUTIONS), name
+    with pytest.raises(TypeError):
+        treeinner.METHODS["x"] = REGISTRY["tree_inner"]  # read-only to the public
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_method_through_importance(model_data, name):
+    model, X, y, w, _ = model_data
+    df = treeinner.importance(model, X, y, methods=[name], sample_weight=w, random_state=0)
+    assert list(df.columns) == [name] and list(df.index) == list(X.columns)
+    assert np.all(np.isfinite(df[name]))
+    assert np.any(df[name] != 0), name
+
+
+@pytest.mark.parametrize("name", [n for n, m in REGISTRY.items() if m.row_additive])
+def test_row_additive_methods_add_up_over_rows(model_data, name):
+    """compute on disjoint chunks adds up to compute on all rows; finish gives the score."""
+    model, X, y, w, _ = model_data
+    ens = treeinner.from_model(model)
+    m = get(name)
+    opts = Options(sample_weight=w)
+    whole = m.compute(ens, X, y, opts)
+    parts = [(0, 57), (57, 58), (58, 200)]
+    sums = sum(m.compute(ens, X.iloc[a:b], y[a:b], Options(sample_weight=w[a:b])) for a, b in parts)
+    np.testing.assert_allclose(sums, whole, rtol=1e-10, atol=1e-12)
+    score = m.finish(whole, float(w.sum()))
+    np.testing.assert_allclose(score, m.score(ens, X, y, opts), rtol=1e-12)
+    col = treeinner.importance(model, X, y, methods=[name], sample_weight=w)[name]
+    np.testing.assert_allclose(score.sum(axis=1), col, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_method_through_select_features(model_data, name):
+    model, X, y, w, _ = model_data
+    kept = treeinner.select_features(
+        model, X, y, method=name, threshold=-np.inf, top_k=2, random_state=0
+    )
+    assert len(kept) == 2 and set(kept) <= set(X.columns)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_method_through_the_selector(model_data, name):
+    model, X, y, _, _ = model_data
+    sel = treeinner.TreeInnerSelector(
+        xgb.XGBClassifier(n_estimators=5, max_depth=2, n_jobs=1),
+        method=name,
+        threshold=-np.inf,
+        top_k=3,
+        refit=False,
+        random_state=0,
+    ).fit(X, y)
+    assert sel.get_support().sum() == 3
+    assert list(sel.scores_.index) == list(X.columns)
+
+
+def test_every_method_through_the_plot(model_data):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    model, X, y, _, _ = model_data
+    df = treeinner.importance(model, X, y, methods=NAMES, random_state=0)
+    ax = treeinner.plot.importance(df)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == NAMES
+    plt.close(ax.figure)
+
+
+def test_reference_reaches_only_the_methods_that_use_it(model_data):
+    model, X, y, _, ref = model_data
+    users = [n for n, m in REGISTRY.items() if m.uses_reference]
+    others = [n for n, m in REGISTRY.items() if not m.uses_reference]
+    assert set(users) == {"tree_inner", "forest_inner", "abs_predecomp", "unbiased_gain"}
+    small = (ref[0][:100], ref[1][:100])  # node values unlike the stored covers
+    a = treeinner.importance(model, X, y, methods=NAMES, reference=small, random_state=0)
+    b = treeinner.importance(model, X, y, methods=NAMES, random_state=0)
+    for n in users:
+        assert not np.allclose(a[n], b[n]), n
+    pd.testing.assert_frame_equal(a[others], b[others])
+    with pytest.raises(ValueError, match="none of"):
+        treeinner.importance(model, X, y, methods=others, reference=small)
+
+
+def test_y_is_needed_only_by_the_methods_that_use_it(model_data):
+    model, X, _, _, _ = model_data
+    free = [n for n, m in REGISTRY.items() if not m.needs_y]
+    assert set(free) == {"abs_predecomp", "abs_saabas", "abs_shap", "total_gain"}
+    df = treeinner.importance(model, X, None, methods=free)
+    assert list(df.columns) == free
+    with pytest.raises(ValueError, match="y is None"):
+        treeinner.importance(model, X, None, methods=["tree_inner"])
+
+
+def test_resolve_and_its_errors_list_every_choice():
+    assert resolve("tree_inner", "shap") == ["tree_inner_shap"]
+    assert resolve(["tree_inner, abs_shap", "tree_inner"], "saabas") == [
+        "tree_inner_saabas",
+        "abs_shap",
+    ]
+    assert resolve(["forest_inner"]) == ["forest_inner"]
+    with pytest.raises(ValueError) as e:
+        resolve("gain")
+    for name in NAMES:
+        assert name in str(e.value)
+    with pytest.raises(ValueError, match="'predecomp', 'saabas', 'shap'.*did you mean 'shap'"):
+        resolve("tree_inner", "tree_shap")
+    with pytest.raises(ValueError, match="contradicts"):
+        resolve("tree_inner_saabas", "shap")
+    with pytest.raises(ValueError, match="No method"):
+        resolve(" , ")
+
+
+def test_a_new_method_is_one_entry(model_data, monkeypatch):
+    """Registering a method makes it available to importance, select_features and the plot."""
+    model, X, y, w, _ = model_data
+
+    def compute(ens, X, y, opts):
+        return np.arange(ens.n_features, dtype=float)[:, None] * len(y)
+
+    monkeypatch.setitem(
+        REGISTRY,
+        "rank_by_position",
+        Method(name="rank_by_position", summary="feature position", compute=compute),
+    )
+    df = treeinner.importance(model, X, y, methods=["tree_inner", "rank_by_position"])
+    np.testing.assert_array_equal(df["rank_by_position"], np.arange(4) * len(y))
+    kept = treeinner.select_features(model, X, y, method="rank_by_position", top_k=1)
+    assert kept == ["noise"]

@@ -1,0 +1,157 @@
+"""What every public function shares: one vocabulary of arguments, checks that name every valid
+choice, old spellings refused with the new name, random states, results shaped per output."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from . import _format
+from .ensemble import TreeEnsemble
+
+#: The per-tree attributions, by the names every function, the CLI and the selector use.
+ATTRIBUTIONS = ("predecomp", "saabas", "shap")
+
+#: What path-dependent TreeSHAP weights a split's children by ("auto": the model's own).
+NODE_WEIGHTS = ("auto", *_format.NODE_WEIGHTS)
+
+#: Old argument names and what replaced them (same meaning, one name across the library).
+RENAMED = {
+    "train": "reference= (the training data, as everywhere else)",
+    "trees": "iteration_range=(start, stop) (boosting rounds, as TreeEnsemble.predict_margin)",
+    "kind": (
+        'attribution="predecomp" | "saabas" (kind="regularized" is "predecomp", "mean" is '
+        '"saabas", "data" is "predecomp" with reference=(X_train, y_train))'
+    ),
+    "weights": 'node_weight="auto" | "cover" | "count"',
+    "X_valid": "X (the held-out rows, as every function calls them)",
+    "y_valid": "y",
+}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def public(fn: F) -> F:
+    """Give a public function clear TypeErrors for the calls its signature refuses.
+
+    Arguments after the data are keyword-only: passing one positionally names the keywords to
+    use; an old spelling (``train=``, ``trees=``, ``kind=``, ``weights=``, ``X_valid=``) names
+    its replacement.
+    """
+    sig = inspect.signature(fn)
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = [p.name for p in sig.parameters.values() if p.kind in kinds]
+    keywords = [p.name for p in sig.parameters.values() if p.kind == inspect.Parameter.KEYWORD_ONLY]
+
+    # methods are named with their class (Attribution.to_shap), functions by their name
+    name = fn.__qualname__ if positional[:1] == ["self"] else fn.__name__
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > len(positional):
+            extra = keywords[: len(args) - len(positional)]
+            data = [a for a in positional if a != "self"]
+            raise TypeError(
+                f"{name}() takes {', '.join(data) or 'no arguments'} positionally; everything "
+                f"after is keyword-only: pass {', '.join(f'{k}=...' for k in extra) or 'them'} "
+                "by name."
+            )
+        for old in kwargs:
+            if old in RENAMED and old not in sig.parameters:
+                raise TypeError(f"{name}() no longer takes {old}=; use {RENAMED[old]}.")
+        return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    """``value`` if it is one of ``choices``, else a ValueError listing every choice."""
+    if not isinstance(value, str) or value not in choices:
+        hint = ""
+        if isinstance(value, str) and value.replace("tree_", "") in choices:
+            hint = f" (did you mean {value.replace('tree_', '')!r}?)"
+        raise ValueError(
+            f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}{hint}."
+        )
+    return value
+
+
+def check_attribution(attribution: Any, allowed: Sequence[str] = ATTRIBUTIONS) -> str:
+    """An attribution name, checked against the ones a function takes."""
+    return check_choice("attribution", attribution, allowed)
+
+
+# ------------------------------------------------------------------------------ random states
+def _check_random_state(random_state: Any) -> Any:
+    if random_state is None or isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        if random_state < 0:
+            raise ValueError(f"random_state must be non-negative, got {random_state}.")
+        return int(random_state)
+    raise TypeError(
+        f"random_state must be None, an int or a numpy Generator, got {type(random_state)}."
+    )
+
+
+def generator(random_state: Any) -> np.random.Generator:
+    """The numpy Generator of ``random_state``: a Generator is used as it is, an int seeds a
+    new one, None draws fresh entropy."""
+    rs = _check_random_state(random_state)
+    return rs if isinstance(rs, np.random.Generator) else np.random.default_rng(rs)
+
+
+def seed64(random_state: Any) -> np.uint64:
+    """A 64-bit seed for the kernels' own generators: an int as it is, a Generator's next draw,
+    fresh entropy for None."""
+    rs = _check_random_state(random_state)
+    if isinstance(rs, int):
+        return np.uint64(rs % 2**64)
+    return np.uint64(generator(rs).integers(0, 2**64, dtype=np.uint64))
+
+
+def child_generator(random_state: Any) -> np.random.Generator:
+    """A Generator independent of the streams ``generator(random_state)`` and
+    ``seed64(random_state)`` give (an int seeds a child of its seed sequence; a Generator is
+    drawn from), for resampling on top of the estimates that used those."""
+    rs = _check_random_state(random_state)
+    if rs is None:
+        return np.random.default_rng()
+    if isinstance(rs, np.random.Generator):
+        return np.random.default_rng(int(rs.integers(0, 2**63)))
+    return np.random.default_rng(np.random.SeedSequence(rs).spawn(1)[0])
+
+
+# ------------------------------------------------------------------------------ results
+def n_rows(X: Any) -> int:
+    """Number of rows of an array, DataFrame, sparse matrix or sequence."""
+    shape = getattr(X, "shape", None)
+    return int(shape[0]) if shape is not None else len(X)
+
+
+def per_output(
+    ens: TreeEnsemble, per_feature: np.ndarray, name: str, credited: bool = False
+) -> pd.Series | pd.DataFrame:
+    """(n_features, n_outputs) scores -> a Series, or for multi-output models a DataFrame with a
+    column per class and ``total``. Scores over the kernels' columns are credited to the output
+    features unless ``credited``."""
+    names = list(ens.output_names)
+    if not credited:
+        per_feature = ens._to_output(per_feature)
+    if ens.n_outputs == 1:
+        return pd.Series(per_feature[:, 0], index=names, name=name)
+    df = pd.DataFrame(
+        per_feature, index=names, columns=[f"class_{c}" for c in range(ens.n_outputs)]
+    )
+    df["total"] = per_feature.sum(axis=1)
+    return df
+
+
+def total(result: pd.Series | pd.DataFrame) -> pd.Series:
+    """The per-feature total over classes of a ``per_output`` result."""
+    return result["total"] if isinstance(result, pd.DataFrame) else result

@@ -1,0 +1,380 @@
+"""The method registry: every global importance treeinner computes, with what it needs and how
+it adds up over rows.
+
+``importance()``, ``select_features``, ``TreeInnerSelector``, the command line and the plots
+read this table; none of them knows a method by name. Adding a method is one ``_register``
+call: a function ``compute(ens, X, y, opts)`` returning scores of shape (n_output_features,
+n_outputs) (or one column where the method has no per-output breakdown), and its flags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import _api
+from ._gain import permutation_scores, total_gain_scores
+from ._inner import forest_inner_sums, inner_values, tree_inner_sums
+from ._staged import _weights
+from .attribution import path_attribution
+from .ensemble import TreeEnsemble
+from .objectives import get_objective
+from .treeshap import tree_shap
+from .unbiased import _exact_ratios, _training_sums, unbiased_gain
+
+__all__ = [
+    "DEFAULT_CLI_METHODS",
+    "DEFAULT_METHODS",
+    "METHODS",
+    "REGISTRY",
+    "Method",
+    "Options",
+    "get",
+    "resolve",
+]
+
+
+@dataclass
+class Options:
+    """The settings of one call, shared by every method it computes.
+
+    Parameters
+    ----------
+    sample_weight : array-like of shape (n_samples,), optional
+        Weights of the evaluation rows.
+    reference : tuple, optional
+        ``(X_train, y_train[, sample_weight])``, for the methods that use training data.
+    random_state : int, numpy Generator or None
+        Seed of the methods that draw random numbers.
+    n_repeats : int
+        Permutations per feature of ``permutation``.
+    """
+
+    sample_weight: Any = None
+    reference: Any = None
+    random_state: Any = None
+    n_repeats: int = 5
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def node_values(self, ens: TreeEnsemble, attribution: str) -> np.ndarray | None:
+        """Node values of ``attribution`` (PreDecomp from ``reference`` when given), computed
+        once per Options and ensemble, so that chunks of rows reuse them."""
+        key = ("values", id(ens), attribution)
+        if key not in self._cache:
+            reference = self.reference if attribution == "predecomp" else None
+            self._cache[key] = (ens, inner_values(ens, attribution, reference))
+        return self._cache[key][1]
+
+
+@dataclass(frozen=True)
+class Method:
+    """One global importance method.
+
+    Attributes
+    ----------
+    name : str
+        Its name: the column of ``treeinner.importance``.
+    summary : str
+        One line saying what it is.
+    compute : callable
+        ``compute(ens, X, y, opts)`` -> ndarray of shape (n_output_features, n_outputs), or
+        (n_output_features, 1) for methods with no per-output breakdown. For a row-additive
+        method: the (weighted) sum over the rows of X of per-row terms.
+    needs_y : bool
+        Whether it needs labels.
+    row_additive : bool
+        Whether ``compute`` on disjoint sets of rows adds up to ``compute`` on their union,
+        so it can be computed in chunks, resampled by row weights and distributed.
+    mean : bool
+        Whether the score is the row-additive sum divided by the total row weight.
+    uses_reference : bool
+        Whether ``Options.reference`` (training data) changes the result.
+    uses_random_state : bool
+        Whether it draws random numbers.
+    uses_data : bool
+        Whether it depends on the evaluation rows at all (``total_gain`` does not).
+    resample : callable, optional
+        ``resample(ens, X, y, opts, counts, seed)``: the scores on the bootstrap resample in
+        which row i counts ``counts[i]`` times, where the method has a better way than the
+        default (``opts.sample_weight`` multiplied by the counts, ``random_state=seed``).
+    family : str
+        ``tree_inner``, ``forest_inner``, ``abs``, ``total_gain``, ``permutation`` or
+        ``unbiased_gain``.
+    attribution : str or None
+        The per-tree attribution it is built on, if any.
+    """
+
+    name: str
+    summary: str
+    compute: Callable[[TreeEnsemble, Any, Any, Options], np.ndarray]
+    needs_y: bool = True
+    row_additive: bool = False
+    mean: bool = False
+    uses_reference: bool = False
+    uses_random_state: bool = False
+    uses_data: bool = True
+    resample: Callable[..., np.ndarray] | None = None
+    family: str = ""
+    attribution: str | None = None
+
+    def score(self, ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
+        """The finished scores on all rows of X: (n_output_features, n_outputs) (or one
+        column)."""
+        out = self.compute(ens, X, y, opts)
+        if self.mean:
+            out = out / total_weight(X, opts.sample_weight)
+        return out
+
+    def finish(self, sums: np.ndarray, weight: float) -> np.ndarray:
+        """Scores from row-additive ``compute`` sums over rows of total weight ``weight``."""
+        return sums / weight if self.mean else sums
+
+
+def total_weight(X: Any, sample_weight: Any) -> float:
+    """Total weight of the rows of X: the sum of ``sample_weight``, or the row count; 1 for no
+    rows (a mean over nothing is 0)."""
+    n = _api.n_rows(X)
+    w = float(n) if sample_weight is None else float(np.sum(_weights(sample_weight, n)))
+    return w if w > 0 else 1.0
+
+
+def _per_output_array(result: Any) -> np.ndarray:
+    """A public function's per-output Series/DataFrame as (n_output_features, n_outputs)."""
+    if isinstance(result, pd.DataFrame):
+        return result.drop(columns="total").to_numpy(dtype=np.float64)
+    return result.to_numpy(dtype=np.float64)[:, None]
+
+
+def _unbiased_scores(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
+    return _per_output_array(
+        unbiased_gain(
+            ens,
+            X,
+            y,
+            sample_weight=opts.sample_weight,
+            reference=opts.reference,
+            random_state=opts.random_state,
+        )
+    )
+
+
+def _unbiased_resample(ens, X, y, opts, counts, seed) -> np.ndarray:
+    """With a constant hessian and uniform weights, as the point estimate: the exact
+    expectation over draws, on the multiset in which row i appears ``counts[i]`` times
+    (ratios sum c g / sum c h, k counting rows with multiplicity); otherwise draws with the
+    counts as row weights."""
+    user_w = None if opts.sample_weight is None else _weights(opts.sample_weight, counts.size)
+    uniform = user_w is None or (np.all(user_w == user_w[0]) and user_w[0] > 0)
+    if not (get_objective(ens).constant_hessian and uniform):
+        w = counts * (1.0 if user_w is None else user_w)
+        return _unbiased_scores(ens, X, y, Options(sample_weight=w, random_state=seed))
+    Gt, _ = _training_sums(ens, None)
+    inner = np.flatnonzero(ens.left >= 0)
+    L, R = ens.left[inner], ens.right[inner]
+    r, count = _exact_ratios(ens, X, y, inner, counts)
+    k = np.minimum(count[L], count[R])
+    ub = np.where(k >= 1, Gt[L] * r[:, 1] + Gt[R] * r[:, 2] - Gt[inner] * r[:, 0], 0.0)
+    out = np.zeros((ens.n_features, ens.n_outputs))
+    np.add.at(out, (ens.feature[inner], ens.tree_group[ens._node_tree[inner]]), ub)
+    return ens._to_output(out)
+
+
+#: Every method, by name, in display order.
+REGISTRY: dict[str, Method] = {}
+
+
+def _register(method: Method) -> None:
+    REGISTRY[method.name] = method
+
+
+def _suffix(attribution: str) -> str:
+    return "" if attribution == "predecomp" else f"_{attribution}"
+
+
+_LONG = {"predecomp": "PreDecomp", "saabas": "Saabas", "shap": "TreeSHAP"}
+
+
+def _inner_method(family: str, attribution: str) -> Method:
+    sums = tree_inner_sums if family == "tree_inner" else forest_inner_sums
+
+    def compute(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
+        return sums(ens, X, y, opts.node_values(ens, attribution), opts.sample_weight)
+
+    what = "TreeInner" if family == "tree_inner" else "ForestInner"
+    return Method(
+        name=family + _suffix(attribution),
+        summary=f"{what} with {_LONG[attribution]}: held-out inner product with -gradients",
+        compute=compute,
+        row_additive=True,
+        uses_reference=attribution == "predecomp",
+        family=family,
+        attribution=attribution,
+    )
+
+
+def _abs_rows(ens: TreeEnsemble, X: Any, opts: Options, attribution: str) -> np.ndarray:
+    """|attribution| of every row, feature and output: (n, n_output_features, n_outputs)."""
+    if attribution == "shap":
+        values = tree_shap(ens, X).values
+    else:
+        values = path_attribution(ens, X, opts.node_values(ens, attribution)).values
+    return np.abs(values if values.ndim == 3 else values[:, :, None])
+
+
+def _weighted_row_sum(rows: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    return rows.sum(axis=0) if w is None else np.einsum("i,ijk->jk", w, rows)
+
+
+def _abs_method(attribution: str) -> Method:
+    def compute(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
+        rows = _abs_rows(ens, X, opts, attribution)
+        w = None if opts.sample_weight is None else _weights(opts.sample_weight, rows.shape[0])
+        return _weighted_row_sum(rows, w)
+
+    def resample(ens, X, y, opts, counts, seed) -> np.ndarray:
+        # the attributions do not depend on the row weights: computed once, reweighted
+        key = ("abs_rows", id(ens), id(X), attribution)
+        if key not in opts._cache:
+            opts._cache[key] = (ens, X, _abs_rows(ens, X, opts, attribution))
+        rows = opts._cache[key][2]
+        w = counts.astype(np.float64)
+        if opts.sample_weight is not None:
+            w = w * _weights(opts.sample_weight, rows.shape[0])
+        return _weighted_row_sum(rows, w) / (float(w.sum()) or 1.0)
+
+    return Method(
+        name=f"abs_{attribution}",
+        summary=f"mean |{_LONG[attribution]}| over rows"
+        + (" (the usual SHAP bar plot)" if attribution == "shap" else ""),
+        compute=compute,
+        needs_y=False,
+        row_additive=True,
+        mean=True,
+        uses_reference=attribution == "predecomp",
+        resample=resample,
+        family="abs",
+        attribution=attribution,
+    )
+
+
+for _family in ("tree_inner", "forest_inner"):
+    for _attribution in _api.ATTRIBUTIONS:
+        _register(_inner_method(_family, _attribution))
+for _attribution in _api.ATTRIBUTIONS:
+    _register(_abs_method(_attribution))
+_register(
+    Method(
+        name="total_gain",
+        summary="the booster's stored split gains (training data)",
+        compute=lambda ens, X, y, opts: total_gain_scores(ens),
+        needs_y=False,
+        uses_data=False,
+        family="total_gain",
+    )
+)
+_register(
+    Method(
+        name="permutation",
+        summary="mean loss increase when the column is permuted",
+        compute=lambda ens, X, y, opts: permutation_scores(
+            ens, X, y, opts.sample_weight, opts.n_repeats, opts.random_state
+        ),
+        uses_random_state=True,
+        family="permutation",
+    )
+)
+_register(
+    Method(
+        name="unbiased_gain",
+        summary="split gains re-estimated on held-out rows (UnbiasedGBM)",
+        compute=_unbiased_scores,
+        uses_reference=True,
+        uses_random_state=True,
+        resample=_unbiased_resample,
+        family="unbiased_gain",
+    )
+)
+
+#: The registry as the public sees it (``treeinner.METHODS``): name -> Method, read-only.
+METHODS = MappingProxyType(REGISTRY)
+
+#: What ``treeinner.importance`` computes when no method is named.
+DEFAULT_METHODS: tuple[str, ...] = (
+    "tree_inner",
+    "tree_inner_shap",
+    "forest_inner",
+    "abs_predecomp",
+    "abs_saabas",
+    "total_gain",
+    "permutation",
+    "unbiased_gain",
+    "abs_shap",
+)
+#: What ``treeinner explain`` shows when no method is named.
+DEFAULT_CLI_METHODS: tuple[str, ...] = ("tree_inner", "abs_shap", "total_gain")
+
+_FAMILIES = ("tree_inner", "forest_inner")
+
+
+def get(name: Any) -> Method:
+    """The registered method ``name``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, listing every method.
+    """
+    if not isinstance(name, str) or name not in REGISTRY:
+        raise ValueError(f"Unknown importance method {name!r}; choose from {', '.join(REGISTRY)}.")
+    return REGISTRY[name]
+
+
+def resolve(methods: str | Sequence[str], attribution: str | None = None) -> list[str]:
+    """Method names from what a user wrote: ``tree_inner`` and ``forest_inner`` take
+    ``attribution`` (``"tree_inner"`` with ``"shap"`` is ``tree_inner_shap``); names may be
+    comma-separated; duplicates are dropped, the order is kept.
+
+    A name that carries its attribution (``tree_inner_saabas``) may not be combined with a
+    different ``attribution`` other than the default.
+
+    Raises
+    ------
+    ValueError
+        For an unknown method or attribution (listing every choice), or no method at all.
+    """
+    if attribution is not None:
+        _api.check_attribution(attribution)
+    if isinstance(methods, str):
+        methods = [methods]
+    out: list[str] = []
+    for item in methods:
+        if not isinstance(item, str):
+            raise ValueError(
+                f"Method names must be strings; got {item!r}. Choose from {', '.join(REGISTRY)}."
+            )
+        for name in (m.strip() for m in item.split(",")):
+            if not name:
+                continue
+            if name in _FAMILIES:
+                name += _suffix(attribution or "predecomp")
+            method = get(name)
+            if (
+                attribution not in (None, "predecomp")
+                and method.family in _FAMILIES
+                and method.attribution != attribution
+            ):
+                raise ValueError(
+                    f"method {name!r} already names its attribution; it contradicts "
+                    f"attribution={attribution!r}. Pass method={method.family!r} with the "
+                    "attribution you want."
+                )
+            if name not in out:
+                out.append(name)
+    if not out:
+        raise ValueError(f"No method given; choose from {', '.join(REGISTRY)}.")
+    return out

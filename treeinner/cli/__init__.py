@@ -1,0 +1,125 @@
+"""The ``treeinner`` command line: explain a saved model file, select features, run the demo.
+
+**treeinner explain** MODEL --data FILE --target COLUMN [--method M ...] [--attribution A]
+[--out FILE.csv|FILE.json] [--plot FILE.png] [--quiet]: reads a model file (XGBoost
+``.json``/``.ubj``, LightGBM ``.txt``, CatBoost ``.cbm``/``.json``, treeinner ``.npz``; the type
+is recognised from the content) and a data set (``.csv``, optionally compressed, ``.tsv`` or
+``.parquet``, by extension), splits off the target column (and ``--weight COLUMN``, if given)
+and prints one importance column per method, rows sorted by the first method (``--top N``
+prints and plots only N). The default methods are ``tree_inner`` (TreeInner with the
+``--attribution``, PreDecomp by default), ``abs_shap`` (mean |TreeSHAP|, the usual SHAP bar
+plot) and ``total_gain`` (the booster's split gains; left out for models that store none, such
+as CatBoost's). ``--out`` writes the full table in the model's feature order (CSV, or JSON
+with the run's settings; for multiclass models every column holds the total over the
+classes, as in ``treeinner.importance``), ``--plot`` a bar chart of the methods side by side
+(``treeinner.plot.importance``; ``--bootstrap B`` adds standard errors and error bars).
+Data columns the model does not use are ignored with a warning; missing ones are an error.
+Object (string) columns of categorical features become pandas categoricals. ``--reference
+FILE`` gives the training data for models that store no hessian covers (CatBoost losses other
+than RMSE). ``--seed`` (default 0) seeds permutation importance and the unbiased gain.
+
+**treeinner select** MODEL --data FILE --target COLUMN [--method M] [--attribution A]
+[--threshold T] [--top-k K] [--out FILE]: prints the names of the features
+``treeinner.select_features`` keeps, one per line (and writes them to ``--out``).
+
+**treeinner demo**: runs ``python -m treeinner.demo`` (needs XGBoost).
+
+Errors: bad input (missing or unreadable files, an unknown target column or method, data that
+does not match the model's features, labels invalid for the model's objective, empty data, an
+unsupported file type, a missing optional dependency) prints one line ``treeinner: error:
+...`` on stderr and exits with status 1; command-line usage errors exit with status 2.
+Anything else is a bug: it is also reported on one line (exit status 3) unless ``--debug`` is
+given, which shows the full traceback of any error. Library warnings are printed as
+``treeinner: warning: ...`` lines.
+
+Methods: every name ``--method`` accepts, and what it computes, is an entry of the method
+registry ``treeinner._methods`` (``tree_inner`` and ``forest_inner`` take ``--attribution``);
+the command line knows no method by name beyond its default list.
+
+Progress: row-additive methods (TreeInner and ForestInner with any attribution, and the mean
+|attribution| baselines; with ``--reference`` too) are computed over chunks of rows, each
+chunk one call of the registry's computation, and combined exactly (sums; means divided by the
+total row weight). A tqdm progress bar on stderr, counting rows, advances per chunk;
+``permutation`` and ``unbiased_gain`` advance it once, as does everything with
+``--bootstrap`` (one library call). The bar appears only when stderr is a terminal and the
+work has lasted over two seconds; ``--progress always|never`` or the environment variable
+``TREEINNER_PROGRESS`` overrides that, ``--quiet`` turns it off.
+
+Layout: ``_parser`` (the argument parser), ``_io`` (data and model files in, tables and plots
+out), ``_commands`` (the subcommands), ``_compute`` (the chunked computation and the progress
+bar), ``_errors`` (error types).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Sequence
+
+from ._errors import PROG, CLIError, UsageError, one_line
+from ._parser import build_parser
+
+__all__ = ["CLIError", "build_parser", "main"]
+
+_EXPECTED = (CLIError, ValueError, TypeError, OSError, ImportError, NotImplementedError)
+
+
+def _error(message: str) -> None:
+    sys.stderr.write(f"{PROG}: error: {message}\n")
+    sys.stderr.flush()
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    from tqdm import tqdm
+
+    # through tqdm: a progress bar on the screen is cleared first and redrawn after
+    tqdm.write(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+    sys.stderr.flush()
+
+
+def _run(args, debug: bool) -> int:
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        _error("interrupted")
+        return 130
+    except _EXPECTED as e:
+        if debug:
+            raise
+        _error(one_line(e))
+        return 1
+    except Exception as e:
+        if debug:
+            raise
+        _error(
+            f"unexpected {type(e).__name__}: {one_line(e)} (this is a bug: rerun with "
+            "--debug for the traceback and please report it)"
+        )
+        return 3
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``treeinner`` command line.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments without the program name (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        Exit status: 0 on success, 1 for bad input (one ``treeinner: error:`` line on stderr),
+        2 for a usage error, 3 for an unexpected error, 130 when interrupted.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(None if argv is None else list(argv))
+    except UsageError as e:
+        _error(str(e))
+        return 2
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _run(args, getattr(args, "debug", False))

@@ -1,0 +1,245 @@
+"""Files of the command line: data tables and model files in, tables, JSON and plots out."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._errors import CLIError, one_line
+
+_CSV = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz", ".csv.zst", ".csv.zip")
+_TSV = (".tsv", ".tsv.gz", ".tab")
+_PARQUET = (".parquet", ".pq")
+
+
+def lower(path: str) -> str:
+    """The path as a lower-case string (for matching extensions)."""
+    return os.fspath(path).lower()
+
+
+def check_exists(path: str, what: str) -> None:
+    """Raise a CLIError naming ``what`` unless ``path`` is an existing file."""
+    if not os.path.exists(path):
+        raise CLIError(f"{what} {path!r} not found")
+    if os.path.isdir(path):
+        raise CLIError(f"{what} {path!r} is a directory, not a file")
+
+
+def check_out(path: str | None, exts: Sequence[str] | None, option: str) -> None:
+    """Check an output file name (its extension, if ``exts``, and that its directory exists)."""
+    if path is None:
+        return
+    if exts is not None and not lower(path).endswith(tuple(exts)):
+        raise CLIError(f"{option} {path!r}: use a file name ending in {' or '.join(exts)}")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise CLIError(f"{option} {path!r}: directory {parent!r} does not exist")
+
+
+def _reader(path: str) -> tuple[Any, dict[str, Any]]:
+    name = lower(path)
+    if name.endswith(_PARQUET):
+        if importlib.util.find_spec("pyarrow") is None:
+            raise ImportError("reading Parquet files needs pyarrow: pip install pyarrow")
+        return pd.read_parquet, {}
+    if name.endswith(_CSV):
+        return pd.read_csv, {}
+    if name.endswith(_TSV):
+        return pd.read_csv, {"sep": "\t"}
+    ext = os.path.splitext(name)[1] or "(none)"
+    raise CLIError(
+        f"unsupported data file extension {ext!r} of {path!r}; use .csv (also .csv.gz, "
+        ".csv.bz2, .csv.xz, .csv.zst, .csv.zip), .tsv or .parquet"
+    )
+
+
+def read_table(path: str, what: str = "data file") -> pd.DataFrame:
+    """Read a CSV (``.csv``, optionally compressed), TSV or Parquet file into a DataFrame.
+
+    Parameters
+    ----------
+    path : str
+        The file; its type is taken from the extension.
+    what : str
+        How error messages name the file.
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    CLIError
+        For a missing file, an unsupported extension or an unreadable file.
+    ImportError
+        For a Parquet file without pyarrow installed.
+    """
+    check_exists(path, what)
+    reader, kwargs = _reader(path)
+    try:
+        df = reader(path, **kwargs)
+    except ImportError:
+        raise
+    except Exception as e:  # pandas/pyarrow parse errors come in many types
+        raise CLIError(f"cannot read {what} {path!r}: {one_line(e)}") from e
+    df.columns = [str(c) for c in df.columns]
+    return df
+
+
+def load_model(path: str) -> Any:
+    """The ``TreeEnsemble`` of a model file (``treeinner.load``), with one-line errors."""
+    import treeinner
+
+    check_exists(path, "model file")
+    try:
+        return treeinner.load(path)
+    except ValueError as e:
+        msg = one_line(e)
+        if os.path.basename(path) in msg:
+            raise
+        raise CLIError(f"cannot read model file {path!r}: {msg}") from e
+
+
+def _shown(names: Sequence[str]) -> str:
+    return ", ".join(list(names)[:10]) + (" ..." if len(names) > 10 else "")
+
+
+def _labels_and_weights(
+    df: pd.DataFrame, path: str, target: str, weight: str | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    for col, what in ((target, "target"), (weight, "weight")):
+        if col is not None and col not in df.columns:
+            shown = _shown(list(df.columns))
+            raise CLIError(f"{what} column {col!r} not found in {path!r} (columns: {shown})")
+    if weight is not None and weight == target:
+        raise CLIError("--weight and --target name the same column")
+    if len(df) == 0:
+        raise CLIError(f"data file {path!r} has no rows")
+    w = None
+    if weight is not None:
+        try:
+            w = df[weight].to_numpy(dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise CLIError(f"weight column {weight!r} is not numeric") from e
+    return df[target].to_numpy(), w
+
+
+def _match_features(ens: Any, X: pd.DataFrame, path: str) -> pd.DataFrame:
+    """The model's named features of ``X`` in the model's order (extra columns warned)."""
+    names = list(ens.output_names)
+    have = set(X.columns)
+    missing = [f for f in names if f not in have]
+    if missing:
+        raise CLIError(
+            f"data {path!r} does not match the model: {len(missing)} of the model's "
+            f"{len(names)} features missing: {_shown(missing)}"
+        )
+    extra = [c for c in X.columns if c not in set(names)]
+    if not extra:
+        return X
+    warnings.warn(
+        f"ignoring {len(extra)} column(s) of {path!r} the model does not use: {_shown(extra)}",
+        UserWarning,
+        stacklevel=3,
+    )
+    return X[names]
+
+
+def _categorical_features(ens: Any) -> set[int]:
+    cats = set(getattr(ens, "categories", {}) or {})
+    inner = np.asarray(ens.left) >= 0
+    cat_split = inner & (np.asarray(ens.split_type) != 0)
+    cats.update(int(f) for f in np.unique(np.asarray(ens.feature)[cat_split]))
+    return cats
+
+
+def _as_categoricals(ens: Any, X: pd.DataFrame) -> pd.DataFrame:
+    """Object (string) columns of the model's categorical features as pandas categoricals."""
+    if getattr(ens, "input_map", None) is not None:
+        return X
+    for j in _categorical_features(ens):
+        col = X.columns[j] if not ens.named else ens.feature_names[j]
+        if col in X.columns and (
+            pd.api.types.is_object_dtype(X[col]) or pd.api.types.is_string_dtype(X[col])
+        ):
+            X[col] = X[col].astype("category")
+    return X
+
+
+def split_data(
+    ens: Any, df: pd.DataFrame, path: str, target: str, weight: str | None
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray | None]:
+    """Split a data file's frame into the model's features, the labels and the weights."""
+    y, w = _labels_and_weights(df, path, target, weight)
+    X = df.drop(columns=[c for c in (target, weight) if c is not None])
+    if ens.named:
+        X = _match_features(ens, X, path)
+    return _as_categoricals(ens, X), y, w
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` (UTF-8)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def _json_value(v: Any) -> Any:
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def write_table(path: str, frame: pd.DataFrame, settings: dict[str, Any]) -> None:
+    """Write the importance table to ``path``: CSV, or JSON with the run's ``settings``."""
+    if not lower(path).endswith(".json"):
+        frame.rename_axis("feature").to_csv(path, float_format="%.17g")
+        return
+    doc = {
+        **settings,
+        "importance": [
+            {"feature": str(name), **{m: _json_value(row[m]) for m in frame.columns}}
+            for name, row in frame.iterrows()
+        ],
+    }
+    write_text(path, json.dumps(doc, indent=2) + "\n")
+
+
+def check_plot(path: str | None) -> None:
+    """Fail before the computation if ``--plot`` cannot be written (matplotlib, file type)."""
+    check_out(path, None, "--plot")
+    if path is None:
+        return
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ImportError("--plot needs matplotlib: pip install 'treeinner[plot]'")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    import treeinner.plot  # noqa: F401  (fail now, not after the computation)
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext not in formats:
+        raise CLIError(
+            f"--plot {path!r}: use a file name ending in one of "
+            f"{', '.join('.' + f for f in sorted(formats))}"
+        )
+
+
+def write_plot(path: str, frame: pd.DataFrame, top: int | None) -> None:
+    """Save ``treeinner.plot.importance`` of the table to ``path``."""
+    import matplotlib.pyplot as plt
+
+    import treeinner.plot
+
+    ax = treeinner.plot.importance(frame, top=top)
+    ax.figure.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(ax.figure)
