@@ -125,10 +125,7 @@ class Method:
     def score(self, ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
         """The finished scores on all rows of X: (n_output_features, n_outputs) (or one
         column)."""
-        out = self.compute(ens, X, y, opts)
-        if self.mean:
-            out = out / total_weight(X, opts.sample_weight)
-        return out
+        return self.finish(self.compute(ens, X, y, opts), total_weight(X, opts.sample_weight))
 
     def finish(self, sums: np.ndarray, weight: float) -> np.ndarray:
         """Scores from row-additive ``compute`` sums over rows of total weight ``weight``."""

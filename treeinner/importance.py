@@ -17,9 +17,6 @@ from .ensemble import TreeEnsemble
 
 __all__ = ["DEFAULT_METHODS", "importance"]
 
-#: Every method name ``importance`` accepts, in display order.
-ALL_METHODS = tuple(REGISTRY)
-
 
 def _check_bootstrap(n_bootstrap: Any) -> int:
     if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, (int, np.integer)):
