@@ -138,13 +138,19 @@ PAPER_RISK = {"classification": (0.4745, 0.0191), "regression": (6.8457, 1.6117)
 
 # ---------------------------------------------------------------------- data
 def simulate(
-    rng: np.random.Generator, task: str, noise: str
+    rng: np.random.Generator,
+    task: str,
+    noise: str,
+    n: int | None = None,
+    relevant: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, float]]:
-    """(X, y) of N_TRAIN + N_VALID rows, the relevant feature indices (0-based), and info."""
-    n = N_TRAIN + N_VALID
+    """(X, y) of ``n`` rows (default N_TRAIN + N_VALID), the relevant feature indices
+    (0-based; drawn unless given, so that fresh rows can follow the same law), and info."""
+    n = N_TRAIN + N_VALID if n is None else n
     j = np.arange(1, N_FEATURES + 1)  # 1-based feature number
     X = rng.integers(0, j + 1, size=(n, N_FEATURES)).astype(np.float64)  # uniform on {0..j}
-    relevant = np.sort(rng.choice(RELEVANT_FROM, size=N_RELEVANT, replace=False))
+    if relevant is None:
+        relevant = np.sort(rng.choice(RELEVANT_FROM, size=N_RELEVANT, replace=False))
     s = (X[:, relevant] / j[relevant]).sum(axis=1)
     info: dict[str, float] = {}
     if task == "classification":

@@ -5,6 +5,8 @@
   PreDecomp is approximate; most tests convert such models on purpose).
 * ``xgb_case`` and ``lgb_case``: the random XGBoost and LightGBM cases of ``tests._xgb_cases``
   and ``tests._lgb_cases``, each trained once per test process however many modules ask.
+* ``task_data``: features with ties and NaN and a regression, binary or 3-class target, for the
+  tests that compare one-pass moments with a slow reference.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import functools
 import warnings
 from typing import Any
+
+import numpy as np
 
 import treeinner
 
@@ -42,3 +46,20 @@ def lgb_case(seed: int, n: int = 240, objective: str | None = None) -> Any:
     from tests._lgb_cases import make_case
 
     return make_case(seed, n, objective)
+
+
+def task_data(seed: int, kind: str, n: int, p: int, tie: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` rows of ``p`` normal features (column ``tie`` integer-valued, 8% NaN) and a
+    ``kind`` ("regression", "binary" or "multiclass") target of columns 0, 1 and ``tie``."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, p))
+    X[:, tie] = rng.integers(0, 4, size=n)  # ties
+    X[rng.random(X.shape) < 0.08] = np.nan
+    s = np.nan_to_num(X[:, 0]) + 0.5 * np.nan_to_num(X[:, 1]) - 0.3 * np.nan_to_num(X[:, tie])
+    if kind == "regression":
+        y = 2.0 * s + rng.normal(size=n)
+    elif kind == "binary":
+        y = (s + rng.normal(size=n) > 0).astype(float)
+    else:
+        y = np.digitize(s + rng.normal(size=n), [-0.5, 0.5]).astype(float)
+    return X, y

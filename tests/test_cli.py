@@ -106,7 +106,8 @@ def files(tmp_path_factory):
 
 
 def _commands(d, p):
-    out = {k: str(d / k) for k in ("a.csv", "a.png", "b.json", "c.json", "c.png", "s.txt")}
+    names = ("a.csv", "a.png", "b.json", "c.json", "c.png", "s.txt", "n.csv", "n.png")
+    out = {k: str(d / k) for k in names}
     explain = ["explain", "--target", "y"]
     ok = {
         "xgb_csv": [
@@ -126,6 +127,19 @@ def _commands(d, p):
             "64",
             "--progress",
             "always",
+        ],
+        "xgb_nose": [
+            *explain,
+            p["x"],
+            "--data",
+            p["csv"],
+            "--method",
+            ",".join(METHODS_A),
+            "--no-se",
+            "--out",
+            out["n.csv"],
+            "--plot",
+            out["n.png"],
         ],
         "lgb_parquet": [
             *explain,
@@ -201,11 +215,12 @@ def expected(files):
     Xp, yp = _valid(p, "parquet")
     x, lg = treeinner.load(p["x"]), treeinner.load(p["l"])
     return {
-        "xgb_csv": treeinner.importance(x, X, y, methods=METHODS_A, random_state=0),
+        "xgb_csv": treeinner.significance(x, X, y, methods=METHODS_A, random_state=0),
+        "xgb_nose": treeinner.importance(x, X, y, methods=METHODS_A, random_state=0),
         "lgb_parquet": treeinner.importance(
             lg, Xp, yp, methods=METHODS_B, random_state=0, n_bootstrap=3
         ),
-        "cb_csv": treeinner.importance(
+        "cb_csv": treeinner.significance(
             treeinner.load(p["c"]), X, y, methods=["tree_inner", "abs_shap"]
         ),
         "select_x": treeinner.select_features(x, X, y, random_state=0),
@@ -250,6 +265,24 @@ def _close(got, want):
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10 * scale)
 
 
+KEYS = ["method", "feature", "output"]
+STATS = ["score", "se", "ci_low", "ci_high", "p_value", "q_value"]
+
+
+def _table_close(got, want):
+    """Two significance tables: the same rows in the same order, every statistic equal to
+    1e-10 relative to its column's largest magnitude within a method (and output)."""
+    keys = [k for k in KEYS if k in want.columns]
+    assert list(got.columns) == keys + STATS
+    assert list(want.columns) == keys + STATS
+    for k in keys:
+        assert [str(v) for v in got[k]] == [str(v) for v in want[k]], k
+    groups = ["method", "output"] if "output" in keys else "method"
+    for idx in want.groupby(groups, sort=False).groups.values():
+        for c in STATS:
+            _close(got.loc[idx, c], want.loc[idx, c])
+
+
 _STATE = re.compile(r"(\d+)/(\d+) \[")
 
 
@@ -273,12 +306,53 @@ def test_console_script_declared():
     assert ep.value == "treeinner.cli:main"
 
 
-def test_explain_xgboost_csv_out_equals_importance(runs, expected):
+def _blocks(stdout):
+    """The printed significance table: method -> (header words, rows as word lists), and the
+    closing note."""
+    *blocks, note = stdout.strip().split("\n\n")
+    out = {}
+    for block in blocks:
+        title, header, index_name, *rows = block.splitlines()
+        assert index_name.split() == ["feature"]
+        out[title.split(":")[0]] = (header.split(), [r.split() for r in rows])
+    return out, note
+
+
+def test_explain_xgboost_csv_out_equals_significance(runs, expected):
+    """The chunked (64 rows) table of the command line is treeinner.significance's."""
     results, out, _ = runs
     res = results["xgb_csv"]
     _ok(res)
     want = expected["xgb_csv"]
-    got = pd.read_csv(out["a.csv"], index_col="feature")
+    got = pd.read_csv(out["a.csv"])
+    _table_close(got, want)
+    assert list(pd.unique(got["method"])) == METHODS_A
+    assert list(got["feature"][: len(FEATURES)]) == FEATURES  # the model's order
+    # the methods without a one-pass standard error: scores and NaN statistics
+    plain = got[got["method"].isin(["total_gain", "permutation"])]
+    assert plain["score"].notna().all() and plain[STATS[1:]].isna().all().all()
+    assert got.loc[~got.index.isin(plain.index), "se"].gt(0).any()
+    # stdout: a block per method, features sorted by score, the printed numbers the table's
+    blocks, note = _blocks(res.stdout)
+    assert list(blocks) == METHODS_A
+    for m, (header, rows) in blocks.items():
+        assert header == STATS
+        w = want[want["method"] == m].sort_values("score", ascending=False, kind="stable")
+        assert [r[0] for r in rows] == list(w["feature"])
+        np.testing.assert_allclose([float(r[1]) for r in rows], w["score"], rtol=1e-5)
+        printed_se = np.array([float(r[2]) for r in rows])
+        np.testing.assert_allclose(printed_se, w["se"], rtol=1e-5)
+    assert "95% interval" in note and "Benjamini-Hochberg" in note
+    assert open(out["a.png"], "rb").read(8) == PNG
+
+
+def test_explain_no_se_keeps_the_score_table(runs, expected):
+    """--no-se: the score table of before (print, CSV) for scripts that read its columns."""
+    results, out, _ = runs
+    res = results["xgb_nose"]
+    _ok(res)
+    want = expected["xgb_nose"]
+    got = pd.read_csv(out["n.csv"], index_col="feature")
     assert list(got.columns) == METHODS_A
     assert list(got.index) == FEATURES
     for m in METHODS_A:
@@ -288,7 +362,7 @@ def test_explain_xgboost_csv_out_equals_importance(runs, expected):
     assert lines[0].split() == METHODS_A
     rows = [ln.split()[0] for ln in lines[2:]]
     assert rows == list(want["tree_inner"].sort_values(ascending=False).index)
-    assert open(out["a.png"], "rb").read(8) == PNG
+    assert open(out["n.png"], "rb").read(8) == PNG
 
 
 def test_explain_progress_advances_per_chunk(runs):
@@ -332,10 +406,14 @@ def test_explain_catboost_defaults(runs, expected):
     doc = json.load(open(out["c.json"]))
     # CatBoost keeps no split gains: total_gain is dropped from the default methods
     assert doc["methods"] == ["tree_inner", "abs_shap"]
+    assert doc["alpha"] == 0.05
     want = expected["cb_csv"]
+    _table_close(pd.DataFrame(doc["significance"]).astype({"feature": str}), want)
+    # the scores as before, under "importance"
     got = pd.DataFrame(doc["importance"]).set_index("feature")
+    assert list(got.index) == FEATURES
     for m in doc["methods"]:
-        _close(got[m], want[m])
+        _close(got[m], want.loc[want["method"] == m, "score"])
     assert open(out["c.png"], "rb").read(8) == PNG
 
 
@@ -426,6 +504,95 @@ def test_chunked_equals_one_call(files, multiclass, model, capsys):
     assert sorted(set(counts) - {0}) == steps
 
 
+@pytest.mark.parametrize("model", ["x", "multiclass"])
+def test_chunked_significance_equals_library(files, multiclass, model, capsys):
+    """compute_significance in chunks of 37 rows (Moments added over chunks) is
+    treeinner.significance on all rows at once: scores, standard errors, intervals, p and q."""
+    d, p = files
+    if model == "multiclass":
+        ens, X, y = multiclass
+    else:
+        ens = treeinner.load(p[model])
+        X, y = _valid(p)
+    w = np.random.default_rng(3).uniform(0.5, 2.0, len(y))
+    methods = [*ADDITIVE, "unbiased_gain", "total_gain"]
+    want = treeinner.significance(ens, X, y, methods=methods, sample_weight=w, random_state=0)
+    capsys.readouterr()
+    total = _compute.work_rows(methods, len(y))
+    with progress_bar("test", "always", total) as bar:
+        got = _compute.compute_significance(
+            ens, X, y, methods, sample_weight=w, chunk_rows=37, progress=bar
+        )
+        assert bar.n == bar.total == (len(ADDITIVE) + 1) * 300
+    _table_close(got, want)
+    assert (got["se"] > 0).groupby(got["method"]).any()[[*ADDITIVE, "unbiased_gain"]].all()
+    # the bar advanced per chunk of the row-additive methods
+    _, counts = _counts(capsys.readouterr().err)
+    steps = {300 * k + min(37 * j, 300) for k in range(len(ADDITIVE)) for j in range(1, 10)}
+    assert steps <= set(counts)
+    if model == "multiclass":
+        assert list(pd.unique(got["output"])) == ["class_0", "class_1", "class_2", "total"]
+
+
+def test_explain_multiclass_per_class_in_out_totals_printed(tmp_path, capsys):
+    X, y = _data(2)
+    cls = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))
+    path = str(tmp_path / "mc.json")
+    xgb.train(
+        {"objective": "multi:softprob", "num_class": 3, "max_depth": 3, "nthread": 1},
+        xgb.DMatrix(X, cls),
+        8,
+    ).save_model(path)
+    Xv, yv = _data(3)
+    yv = np.digitize(yv, np.quantile(y, [1 / 3, 2 / 3]))
+    data = str(tmp_path / "mc.csv")
+    Xv.assign(t=yv).to_csv(data, index=False)
+    out = str(tmp_path / "mc_out.csv")
+    argv = ["explain", path, "--data", data, "--target", "t", "--out", out, "--top", "2"]
+    assert cli.main([*argv, "--method", "tree_inner,abs_saabas", "--chunk-rows", "50"]) == 0
+    printed = capsys.readouterr().out
+    want = treeinner.significance(
+        treeinner.load(path), Xv, yv, methods=["tree_inner", "abs_saabas"]
+    )
+    _table_close(pd.read_csv(out), want)
+    blocks, note = _blocks(printed)
+    assert list(blocks) == ["tree_inner", "abs_saabas"]
+    assert "per class in --out" in " ".join(note.split())
+    for m, (_, rows) in blocks.items():
+        total = want[(want["method"] == m) & (want["output"] == "total")]
+        top2 = total.sort_values("score", ascending=False)[:2]
+        assert [r[0] for r in rows] == list(top2["feature"])
+        np.testing.assert_allclose([float(r[2]) for r in rows], top2["se"], rtol=1e-5)
+
+
+def test_explain_alpha(files, tmp_path, capsys):
+    from statistics import NormalDist
+
+    d, p = files
+    code, t05, err = _explain_out(p, tmp_path, capsys, "--method", "tree_inner,abs_shap")
+    assert code == 0, err
+    code, t20, err = _explain_out(
+        p, tmp_path, capsys, "--method", "tree_inner,abs_shap", "--alpha", "0.2"
+    )
+    assert code == 0, err
+    z = NormalDist().inv_cdf(0.9)
+    np.testing.assert_allclose(t20["ci_high"] - t20["score"], z * t20["se"], rtol=1e-9)
+    np.testing.assert_allclose(t20["score"] - t20["ci_low"], z * t20["se"], rtol=1e-9)
+    z05 = NormalDist().inv_cdf(0.975)
+    np.testing.assert_allclose(t05["ci_high"] - t05["score"], z05 * t05["se"], rtol=1e-9)
+    # the intervals change with alpha, the p- and q-values do not
+    pd.testing.assert_frame_equal(
+        t05[["score", "se", "p_value", "q_value"]], t20[["score", "se", "p_value", "q_value"]]
+    )
+    out = str(tmp_path / "alpha.json")
+    argv = ["explain", p["x"], "--data", p["csv"], "--target", "y", "--alpha", "0.2"]
+    assert cli.main([*argv, "--method", "abs_shap", "--out", out, "--quiet"]) == 0
+    assert "80% interval" in capsys.readouterr().out
+    doc = json.load(open(out))
+    assert doc["alpha"] == 0.2 and doc["methods"] == ["abs_shap"]
+    assert [r["feature"] for r in doc["significance"]] == FEATURES
+
+
 def test_automatic_chunks(files, monkeypatch):
     d, p = files
     ens = treeinner.load(p["x"])
@@ -481,7 +648,12 @@ def _explain_out(p, tmp_path, capsys, *args):
     argv = ["explain", p["x"], "--data", p["csv_w"], "--target", "y", "--weight", "w"]
     code = cli.main([*argv, "--out", out, "--quiet", *args])
     err = capsys.readouterr().err
-    return code, (pd.read_csv(out, index_col="feature") if code == 0 else None), err
+    return code, (pd.read_csv(out) if code == 0 else None), err
+
+
+def _weighted(p):
+    frame = pd.read_csv(p["csv_w"])
+    return frame, frame.pop("y").to_numpy(), frame.pop("w").to_numpy()
 
 
 @pytest.mark.parametrize("name", list(REGISTRY))
@@ -492,12 +664,12 @@ def test_every_registry_method_through_explain(files, tmp_path, capsys, name):
         assert code == 1 and err.count("\n") == 1, err
         assert err.startswith("treeinner: error: ") and "Traceback" not in err
         return
-    assert list(table.columns) == [name] and list(table.index) == FEATURES
-    frame = pd.read_csv(p["csv_w"])
-    y, w = frame.pop("y").to_numpy(), frame.pop("w").to_numpy()
+    assert list(table["feature"]) == FEATURES and set(table["method"]) == {name}
+    frame, y, w = _weighted(p)
     ens = treeinner.load(p["x"])
-    want = treeinner.importance(ens, frame, y, methods=[name], sample_weight=w, random_state=0)
-    _close(table[name], want[name])
+    want = treeinner.significance(ens, frame, y, methods=[name], sample_weight=w, random_state=0)
+    _table_close(table, want)
+    assert table["se"].notna().all() == REGISTRY[name].has_se
 
 
 @pytest.mark.parametrize("reference", [False, True], ids=["plain", "reference"])
@@ -509,7 +681,8 @@ def test_explain_chunked_equals_one_call(files, tmp_path, capsys, name, referenc
     assert code == 0, err
     code, chunked, err = _explain_out(p, tmp_path, capsys, *extra, "--chunk-rows", "7")
     assert code == 0, err
-    _close(chunked[name], whole[name])
+    _table_close(chunked, whole)  # scores and standard errors
+    assert whole["se"].gt(0).all()
 
 
 def test_library_names_as_options(files, tmp_path, capsys):
@@ -524,15 +697,14 @@ def test_library_names_as_options(files, tmp_path, capsys):
         out = str(tmp_path / f"lib{len(tables)}.csv")
         argv = [*base, *names, "--method", "tree_inner,unbiased_gain", "--out", out]
         assert cli.main(argv) == 0, capsys.readouterr().err
-        tables.append(pd.read_csv(out, index_col="feature"))
+        tables.append(pd.read_csv(out))
     pd.testing.assert_frame_equal(tables[0], tables[1])
-    frame = pd.read_csv(p["csv_w"])
-    y, w = frame.pop("y").to_numpy(), frame.pop("w").to_numpy()
-    want = treeinner.importance(
+    frame, y, w = _weighted(p)
+    want = treeinner.significance(
         treeinner.load(p["x"]), frame, y, methods=["tree_inner", "unbiased_gain"],
         sample_weight=w, random_state=3,
     )  # fmt: skip
-    _close(tables[1]["unbiased_gain"], want["unbiased_gain"])
+    _table_close(tables[1], want)
 
 
 def test_unexpected_error_one_line_or_traceback_with_debug(files, monkeypatch, capsys):
@@ -563,6 +735,12 @@ def test_unexpected_error_one_line_or_traceback_with_debug(files, monkeypatch, c
         (["select", "{x}", "--data", "{csv}", "--target", "y", "--top-k", "0"], "--top-k"),
         (["explain", "{x}", "--data", "{csv}", "--target", "y", "--attribution", "lime"], "saabas"),
         (["select", "{x}", "--data", "{csv}", "--target", "y", "--method", "a,b"], "'a"),
+        (["explain", "{x}", "--data", "{csv}", "--target", "y", "--alpha", "0"], "--alpha"),
+        (["explain", "{x}", "--data", "{csv}", "--target", "y", "--alpha", "1.5"], "--alpha"),
+        (
+            ["explain", "{x}", "--data", "{csv}", "--target", "y", "--no-se", "--bootstrap", "3"],
+            "--no-se",
+        ),
     ],
 )
 def test_more_bad_input_in_process(files, capsys, argv, words):
@@ -594,8 +772,9 @@ def test_catboost_logloss_needs_reference(files, tmp_path, capsys):
     assert cli.main([*argv, "--reference", train, "--out", out, "--chunk-rows", "50"]) == 0
     Xv, Xt = pd.read_csv(valid), pd.read_csv(train)
     yv, ref = Xv.pop("t").to_numpy(), (Xt, Xt.pop("t").to_numpy())
-    want = treeinner.tree_inner(treeinner.load(path), Xv, yv, reference=ref)
-    _close(pd.read_csv(out, index_col="feature")["tree_inner"], want)
+    want = treeinner.significance(treeinner.load(path), Xv, yv, reference=ref)
+    _table_close(pd.read_csv(out), want)
+    _close(want["score"], treeinner.tree_inner(treeinner.load(path), Xv, yv, reference=ref))
 
 
 def test_extra_columns_warned_and_ignored(files, tmp_path, capsys):

@@ -21,6 +21,7 @@ import treeinner  # noqa: E402
 import treeinner.plot as tplot  # noqa: E402
 
 NAMES = ["a", "b", "c", "d", "e"]
+Z95 = 1.959963984540054  # z_{0.975}: half-width of a 95% interval in standard errors
 
 
 @pytest.fixture(autouse=True)
@@ -81,6 +82,14 @@ def _scatters(ax):
     return {c.get_label(): c for c in ax.collections if isinstance(c, PathCollection)}
 
 
+def _halves(cont):
+    """Half-lengths and centres of a bar container's horizontal error bars."""
+    segs = cont.errorbar.lines[2][0].get_segments()
+    half = np.array([(s[1][0] - s[0][0]) / 2 for s in segs])
+    centre = np.array([(s[1][0] + s[0][0]) / 2 for s in segs])
+    return half, centre
+
+
 # ---------------------------------------------------------------------- import
 def test_import_does_not_load_matplotlib():
     code = (
@@ -128,13 +137,21 @@ def test_importance_bars_order_signs_and_normalization():
     # grouped: both bars of a feature around its tick, tree_inner above abs_shap
     np.testing.assert_allclose((y_ti + y_ab) / 2, np.arange(5))
     assert np.all(y_ti < y_ab)
-    # error bars from tree_inner_se, scaled like the scores; none for abs_shap
+    # 95% intervals from tree_inner_se, scaled like the scores; none for abs_shap
     assert c_ab.errorbar is None
-    segs = c_ti.errorbar.lines[2][0].get_segments()
-    half = np.array([(s[1][0] - s[0][0]) / 2 for s in segs])
-    centre = np.array([(s[1][0] + s[0][0]) / 2 for s in segs])
-    np.testing.assert_allclose(half, frame["tree_inner_se"].to_numpy()[order] / np.abs(ti).sum())
+    half, centre = _halves(c_ti)
+    se = frame["tree_inner_se"].to_numpy()[order] / np.abs(ti).sum()
+    np.testing.assert_allclose(half, Z95 * se)
     np.testing.assert_allclose(centre, w_ti)
+    assert "95% intervals" in ax.get_title()
+    # alpha=None: +- one standard error, as before; another alpha: its z
+    half, _ = _halves(_bars(tplot.importance(frame, alpha=None))["tree_inner"][2])
+    np.testing.assert_allclose(half, se)
+    ax = tplot.importance(frame, alpha=0.2)
+    half, _ = _halves(_bars(ax)["tree_inner"][2])
+    np.testing.assert_allclose(half, 1.2815515655446004 * se)
+    assert "80% intervals" in ax.get_title()
+    ax = tplot.importance(frame)
     # zero line, labels, legend
     assert any(
         np.allclose(line.get_xdata(), 0.0) and line.get_ydata()[0] != line.get_ydata()[1]
@@ -184,13 +201,92 @@ def test_importance_from_bootstrap_frame(models):
     _, w, cont = bars["tree_inner"]
     np.testing.assert_array_equal(np.sign(w), np.sign(ti[ticks].to_numpy()))
     for m in ("tree_inner", "abs_predecomp"):
-        err = bars[m][2].errorbar
-        assert err is not None
-        segs = err.lines[2][0].get_segments()
-        half = np.array([(s[1][0] - s[0][0]) / 2 for s in segs])
+        assert bars[m][2].errorbar is not None
+        half, _ = _halves(bars[m][2])
         scale = np.abs(frame[m]).sum()
-        np.testing.assert_allclose(half, frame[f"{m}_se"][ticks].to_numpy() / scale)
+        np.testing.assert_allclose(half, Z95 * frame[f"{m}_se"][ticks].to_numpy() / scale)
         assert np.all(half > 0)
+    assert not _scatters(ax)  # no q-values: no marks
+
+
+def _marks(ax):
+    return [c for c in ax.collections if c.get_label().startswith("q <= ")]
+
+
+def test_importance_from_significance_table(models):
+    """The long table of treeinner.significance: bars are its scores, error bars its 95%
+    intervals after normalization, stars at the bars with q <= alpha; the frame of
+    importance(se=True) draws the same intervals."""
+    reg, _, X, y, _ = models
+    methods = ["tree_inner", "abs_predecomp", "total_gain"]
+    table = treeinner.significance(reg, X, y, methods=methods)
+    ax = tplot.importance(table)
+    ticks = _ticks(ax)
+    ti = table[table["method"] == "tree_inner"].set_index("feature")
+    assert ticks == list(ti["score"].sort_values(ascending=False).index)
+    bars = _bars(ax)
+    assert list(bars) == methods
+    marks = _marks(ax)
+    assert len(marks) == 1 and marks[0].get_label() == "q <= 0.05"
+    star_xy = {tuple(np.round(xy, 12)) for xy in marks[0].get_offsets()}
+    expected_stars = set()
+    for m in methods:
+        rows = table[table["method"] == m].set_index("feature").loc[ticks]
+        scale = np.abs(rows["score"]).sum()
+        ys, widths, cont = bars[m]
+        np.testing.assert_allclose(widths, rows["score"] / scale)
+        if m == "total_gain":  # no standard error: no error bars, no stars
+            assert cont.errorbar is None
+            continue
+        half, centre = _halves(cont)
+        np.testing.assert_allclose(half, Z95 * rows["se"].to_numpy() / scale)
+        np.testing.assert_allclose(centre, widths)
+        sig = (rows["q_value"] <= 0.05).to_numpy()
+        ends = widths + half
+        expected_stars |= {tuple(np.round(xy, 12)) for xy in zip(ends[sig], ys[sig])}
+    assert star_xy == expected_stars
+    assert star_xy  # something is marked
+    # tree_inner: the noise features are not marked, the strong ones are
+    sig_ti = set(ti.index[ti["q_value"] <= 0.05])
+    assert "a" in sig_ti and not {"d", "e"} & sig_ti
+    # importance(se=True): the same intervals from its m_se columns, no stars (no q-values)
+    wide = treeinner.importance(reg, X, y, methods=methods[:2], se=True)
+    ax2 = tplot.importance(wide)
+    for m in methods[:2]:
+        np.testing.assert_allclose(_halves(_bars(ax2)[m][2])[0], _halves(bars[m][2])[0])
+    assert not _marks(ax2)
+    # alpha=None: +- 1 se and no stars
+    ax3 = tplot.importance(table, alpha=None)
+    assert not _marks(ax3)
+    rows = ti.loc[ticks]
+    half, _ = _halves(_bars(ax3)["tree_inner"][2])
+    np.testing.assert_allclose(half, rows["se"].to_numpy() / np.abs(rows["score"]).sum())
+
+
+def test_importance_multiclass_table_and_attribution(models):
+    """A multi-output table draws its totals; Attribution.importance draws as one method."""
+    _, mc, X, _, yc = models
+    table = treeinner.significance(mc, X, yc, methods=["tree_inner", "abs_saabas"])
+    ax = tplot.importance(table, normalize=False)
+    total = table[table["output"] == "total"]
+    for m in ("tree_inner", "abs_saabas"):
+        rows = total[total["method"] == m].set_index("feature").loc[_ticks(ax)]
+        _, widths, cont = _bars(ax)[m]
+        np.testing.assert_allclose(widths, rows["score"])
+        np.testing.assert_allclose(_halves(cont)[0], Z95 * rows["se"])
+    with pytest.raises(ValueError, match="total"):
+        tplot.importance(table[table["output"] == "class_0"])
+    attr = treeinner.saabas(mc, X).importance()
+    ax = tplot.importance(attr, normalize=False)
+    ((_, widths, cont),) = _bars(ax).values()
+    rows = attr[attr["output"] == "total"].set_index("feature").loc[_ticks(ax)]
+    np.testing.assert_allclose(widths, rows["score"])
+    np.testing.assert_allclose(_halves(cont)[0], Z95 * rows["se"])
+    # the totals of Attribution.importance are abs_saabas's of the significance table
+    want = total[total["method"] == "abs_saabas"].set_index("feature")
+    got = attr[attr["output"] == "total"].set_index("feature")
+    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-12)
+    np.testing.assert_allclose(got["se"], want["se"], rtol=1e-10)
 
 
 def test_importance_bad_inputs():
@@ -212,6 +308,12 @@ def test_importance_bad_inputs():
         tplot.importance(_frame(), top=0)
     with pytest.raises(ValueError, match="no rows"):
         tplot.importance(_frame().iloc[:0])
+    for alpha in (0.0, 1.0, "0.05", True):
+        with pytest.raises(ValueError, match="alpha"):
+            tplot.importance(_frame(), alpha=alpha)
+    table = pd.DataFrame({"method": "m", "feature": ["a", "a"], "score": 1.0, "se": 0.1})
+    with pytest.raises(ValueError, match="more than one row"):
+        tplot.importance(table)
 
 
 # ---------------------------------------------------------------------- summary

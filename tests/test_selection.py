@@ -1,12 +1,14 @@
 """Feature selection: treeinner.select_features and the TreeInnerSelector meta-transformer.
 
 Expected selections are derived in the tests from the scores of treeinner's public functions
-(tree_inner, importance) on the same held-out rows, and from data whose signal and noise
-features are known."""
+(tree_inner, importance, significance) on the same held-out rows, with the rules applied by
+hand, and from data whose signal and noise features are known. The rules themselves are tested
+on hand-made tables."""
 
 from __future__ import annotations
 
 import warnings
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
@@ -19,6 +21,7 @@ from sklearn.utils.estimator_checks import estimator_checks_generator
 import treeinner
 from treeinner import TreeInnerSelector
 from treeinner.booster import GBMClassifier, GBMRegressor
+from treeinner.selection import DEFAULT_RULE, RULES, _keep_by_rule
 
 SIGNAL = ["s0", "s1", "s2"]
 NOISE = [f"n{j}" for j in range(6)]
@@ -51,17 +54,135 @@ def overfit():
     return model, X, y
 
 
+# ---------------------------------------------------------------------- the rules
+def _frame(score, se, q=None):
+    score = np.asarray(score, dtype=float)
+    se = np.asarray(se, dtype=float)
+    q = np.full(score.shape, np.nan) if q is None else np.asarray(q, dtype=float)
+    return pd.DataFrame({"score": score, "se": se, "q_value": q})
+
+
+def _mask(frame, rule, alpha=0.1, threshold=0.0, top_k=None):
+    keep = _keep_by_rule(frame, rule, alpha=alpha, threshold=threshold, top_k=top_k)
+    return keep.tolist()
+
+
+def test_default_rule_is_one_of_the_rules():
+    assert DEFAULT_RULE in RULES
+    assert RULES == ("fdr", "interval", "threshold")
+
+
+def test_fdr_rule_on_a_table():
+    f = _frame([5.0, 1.0, 3.0, 0.0, 2.0], [1.0] * 5, q=[0.001, 0.1, 0.1000001, 1.0, np.nan])
+    # q <= alpha, boundary included; NaN q (no test) never passes
+    assert _mask(f, "fdr") == [True, True, False, False, False]
+    assert _mask(f, "fdr", alpha=0.2) == [True, True, True, False, False]
+    assert _mask(f, "fdr", alpha=0.01) == [True, False, False, False, False]
+    # the score is not read, only the q-value (and for top_k the score ranks)
+    assert _mask(f.assign(score=-f.score), "fdr") == [True, True, False, False, False]
+    assert _mask(f, "fdr", alpha=0.2, top_k=2) == [True, False, True, False, False]
+
+
+def test_interval_rule_on_a_table():
+    z90 = NormalDist().inv_cdf(0.9)  # 1.2816
+    z95 = NormalDist().inv_cdf(0.95)
+    eps = 1e-9
+    score = [-1.0, -1.0, -1.0, 0.0, 0.0, 3.0, -1.0, 0.5, np.nan, 1.0]
+    se = [1 / z90 + eps, 1 / z90 - eps, 0.0, 0.0, 1.0, 0.0, 1 / z95 + eps, 0.0, 1.0, np.nan]
+    f = _frame(score, se)
+    assert _mask(f, "interval") == [
+        True,  # upper bound just above 0: not confidently useless
+        False,  # just below: dropped
+        False,  # negative with no error
+        False,  # score and se 0: never used, dropped
+        True,  # score 0 with an error: kept (its bound is above 0)
+        True,  # positive with no error
+        False,  # bound at 90% below 0 ...
+        True,
+        False,  # NaN never passes
+        False,
+    ]
+    # ... but above 0 at a smaller alpha (a wider one-sided bound)
+    assert _mask(f, "interval", alpha=0.05)[6]
+    assert not _mask(f, "interval", alpha=0.2)[0]
+    # the threshold is not read by the interval rule
+    assert _mask(f, "interval", threshold=100.0) == _mask(f, "interval")
+
+
+def test_threshold_rule_and_top_k_on_a_table():
+    f = _frame([1.0, 2.0, 2.0, 0.0, -1.0, np.nan, 2.0], [0.0] * 7)
+    assert _mask(f, "threshold") == [True, True, True, False, False, False, True]
+    assert _mask(f, "threshold", threshold=1.0) == [False, True, True, False, False, False, True]
+    assert _mask(f, "threshold", threshold=-np.inf) == [True] * 5 + [False, True]
+    # top_k after the rule: the highest scores of the kept, ties to the earlier feature
+    assert _mask(f, "threshold", top_k=2) == [False, True, True, False, False, False, False]
+    assert _mask(f, "threshold", top_k=1) == [False, True] + [False] * 5
+    assert _mask(f, "threshold", top_k=4) == [True, True, True, False, False, False, True]
+    assert _mask(f, "threshold", top_k=10) == _mask(f, "threshold")
+    # top_k never brings back a feature the rule dropped
+    assert _mask(f, "threshold", threshold=1.5, top_k=5) == _mask(f, "threshold", threshold=1.5)
+    g = _frame([0.0, 5.0, 4.0], [0.0, 10.0, 0.1], q=[1.0, 0.3, 0.0])
+    assert _mask(g, "interval", top_k=1) == [False, True, False]
+    assert _mask(g, "fdr", top_k=1) == [False, False, True]
+
+
+@pytest.fixture(scope="module")
+def xgb_noise():
+    """A small XGBoost model on 3 real and 5 noise columns, with its held-out rows."""
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(7)
+    n = 1200
+    X = pd.DataFrame(rng.normal(size=(n, 8)), columns=SIGNAL + NOISE[:5])
+    y = 1.5 * X.s0 + X.s1 - 0.5 * X.s2 + rng.normal(size=n)
+    model = xgb.XGBRegressor(n_estimators=40, max_depth=4, learning_rate=0.3, nthread=1)
+    model.fit(X[:600], y[:600])
+    return model, X[600:], y[600:].to_numpy()
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_select_features_each_rule_on_xgboost(xgb_noise, rule):
+    model, Xv, yv = xgb_noise
+    table = treeinner.significance(model, Xv, yv).set_index("feature")
+    score, se, q = table["score"], table["se"], table["q_value"]
+    np.testing.assert_allclose(score, treeinner.tree_inner(model, Xv, yv), rtol=1e-9)
+    expected = {
+        "fdr": q <= 0.1,
+        "interval": score + NormalDist().inv_cdf(0.9) * se > 0,
+        "threshold": score > 0,
+    }[rule]
+    kept = treeinner.select_features(model, Xv, yv, rule=rule)
+    assert kept == list(Xv.columns[expected.to_numpy()])
+    assert set(SIGNAL) <= set(kept)
+    # top_k after the rule: the best two of the kept
+    best = score[expected].sort_values(ascending=False).index[:2]
+    assert treeinner.select_features(model, Xv, yv, rule=rule, top_k=2) == [
+        f for f in Xv.columns if f in set(best)
+    ]
+    if rule == "fdr":  # only features shown to help on new data: no noise at this size
+        assert kept == SIGNAL
+        strict = treeinner.select_features(model, Xv, yv, rule=rule, alpha=1e-12)
+        assert strict == list(Xv.columns[(q <= 1e-12).to_numpy()])
+    if rule == "interval":  # the loosest rule keeps a superset of the others
+        assert set(kept) >= set(treeinner.select_features(model, Xv, yv, rule="fdr"))
+        assert set(kept) >= set(treeinner.select_features(model, Xv, yv, rule="threshold"))
+        assert kept == treeinner.select_features(model, Xv, yv)  # the default rule
+        wider = treeinner.select_features(model, Xv, yv, rule=rule, alpha=0.01)
+        assert set(wider) >= set(kept)
+
+
 # ---------------------------------------------------------------------- select_features
 def test_select_features_drops_noise_on_validation(overfit):
     model, X, y = overfit
     Xv, yv = X[300:], y[300:]
     scores = treeinner.tree_inner(model, Xv, yv)
-    kept = treeinner.select_features(model, Xv, yv)
+    kept = treeinner.select_features(model, Xv, yv, rule="threshold")
     assert kept == [f for f in X.columns if scores[f] > 0]
     assert set(SIGNAL) <= set(kept)
     assert set(NOISE) - set(kept), "no noise feature scored <= 0 on validation rows"
+    # a threshold alone is the threshold rule
+    assert treeinner.select_features(model, Xv, yv, threshold=0.0) == kept
     # on the training rows TreeInner is the total gain: every feature the model used passes
-    on_train = treeinner.select_features(model, X[:300], y[:300])
+    on_train = treeinner.select_features(model, X[:300], y[:300], rule="threshold")
     used = treeinner.total_gain(model)
     assert on_train == [f for f in X.columns if used[f] > 0]
     assert len(on_train) > len(kept)
@@ -113,11 +234,22 @@ def test_select_features_methods_match_importance(overfit, method, attribution, 
     scores = treeinner.importance(
         model, Xv, yv, methods=[column], sample_weight=w, n_repeats=5, random_state=3
     )[column]
-    kept = treeinner.select_features(
-        model, Xv, yv, method=method, attribution=attribution, sample_weight=w, random_state=3
-    )
+    kw = dict(method=method, attribution=attribution, sample_weight=w, random_state=3)
+    kept = treeinner.select_features(model, Xv, yv, rule="threshold", **kw)
     assert kept == [f for f in X.columns if scores[f] > 0]
     assert set(SIGNAL) <= set(kept)
+    if not treeinner.METHODS[column].has_se:  # no standard error: only the threshold rule
+        assert treeinner.select_features(model, Xv, yv, **kw) == kept
+        with pytest.raises(ValueError, match="needs standard errors"):
+            treeinner.select_features(model, Xv, yv, rule="interval", **kw)
+        return
+    # the default rule: the one-sided 90% upper bound of the score is above 0
+    table = treeinner.significance(
+        model, Xv, yv, methods=[column], sample_weight=w, random_state=3
+    ).set_index("feature")
+    np.testing.assert_allclose(table["score"], scores, rtol=1e-9, atol=1e-12)
+    upper = table["score"] + NormalDist().inv_cdf(0.9) * table["se"]
+    assert treeinner.select_features(model, Xv, yv, **kw) == list(X.columns[upper > 0])
 
 
 def test_select_features_multiclass_uses_the_total():
@@ -125,13 +257,22 @@ def test_select_features_multiclass_uses_the_total():
     model = _gbm(GBMClassifier, n_estimators=15).fit(X[:300], y[:300])
     per_class = treeinner.tree_inner(model, X[300:], y[300:])
     assert "total" in per_class.columns
-    kept = treeinner.select_features(model, X[300:], y[300:])
+    kept = treeinner.select_features(model, X[300:], y[300:], rule="threshold")
     assert kept == [f for f in X.columns if per_class.loc[f, "total"] > 0]
     assert set(SIGNAL) <= set(kept)
+    # the rules read the total's standard error (the square of each row's total over classes)
+    table = treeinner.significance(model, X[300:], y[300:], alpha=0.2)
+    total = table[table.output == "total"].set_index("feature")
+    np.testing.assert_allclose(total["score"], per_class["total"], rtol=1e-9)
+    interval = treeinner.select_features(model, X[300:], y[300:], rule="interval")
+    assert interval == list(X.columns[total["ci_high"] > 0])
+    fdr = treeinner.select_features(model, X[300:], y[300:], rule="fdr")
+    assert fdr == list(X.columns[total["q_value"] <= 0.1])
     # class labels of a classifier wrapper are encoded by its classes_
     names = np.array(["low", "mid", "top"])
     model_s = _gbm(GBMClassifier, n_estimators=15).fit(X[:300], names[y[:300]])
-    assert treeinner.select_features(model_s, X[300:], names[y[300:]]) == kept
+    assert treeinner.select_features(model_s, X[300:], names[y[300:]], rule="threshold") == kept
+    assert treeinner.select_features(model_s, X[300:], names[y[300:]], rule="fdr") == fdr
     with pytest.raises(ValueError, match="not trained on"):
         treeinner.select_features(model_s, X[300:], np.full(300, "other"))
 
@@ -157,6 +298,18 @@ def test_select_features_numpy_and_frame_names(overfit):
         ({"top_k": 2.0}, "top_k must be None or an integer >= 1"),
         ({"top_k": True}, "top_k must be None or an integer >= 1"),
         ({"reference": "train"}, "reference must be"),
+        ({"rule": "bh"}, "rule must be one of 'fdr', 'interval', 'threshold'"),
+        ({"rule": 1}, "rule must be one of"),
+        ({"rule": "fdr", "threshold": 0.0}, "threshold rule's"),
+        ({"rule": "interval", "threshold": 1.0}, "threshold rule's"),
+        ({"rule": "fdr", "method": "permutation"}, "'permutation' does not give"),
+        ({"rule": "interval", "method": "total_gain"}, "use rule='threshold'"),
+        ({"alpha": 0.0}, "alpha must be a number strictly between 0 and 0.5"),
+        ({"alpha": 0.5}, "alpha must be a number strictly between 0 and 0.5"),
+        ({"alpha": -0.1}, "alpha must be"),
+        ({"alpha": True}, "alpha must be"),
+        ({"alpha": "0.1"}, "alpha must be"),
+        ({"alpha": float("nan")}, "alpha must be"),
     ],
 )
 def test_select_features_bad_arguments(overfit, kw, match):
@@ -173,8 +326,9 @@ def test_select_features_catboost_needs_reference():
     ).fit(X[:200], y[:200])
     with pytest.raises(ValueError, match=r"reference=\(X_train, y_train\)"):
         treeinner.select_features(model, X[200:], y[200:])
-    kept = treeinner.select_features(model, X[200:], y[200:], reference=(X[:200], y[:200]))
-    scores = treeinner.tree_inner(model, X[200:], y[200:], reference=(X[:200], y[:200]))
+    ref = (X[:200], y[:200])
+    kept = treeinner.select_features(model, X[200:], y[200:], reference=ref, rule="threshold")
+    scores = treeinner.tree_inner(model, X[200:], y[200:], reference=ref)
     assert kept == [f for f in X.columns if scores[f] > 0]
     assert set(SIGNAL) <= set(kept)
     with pytest.raises(ValueError, match="no score"):  # CatBoost stores no split gains
@@ -208,7 +362,7 @@ def test_selector_with_each_booster(k):
     if kind == "labels":
         y = np.array(["no", "yes"])[y]
     train, test = train_test_split(np.arange(500), test_size=0.3, random_state=1)
-    sel = TreeInnerSelector(est, cv=[(train, test)]).fit(X, y)
+    sel = TreeInnerSelector(est, cv=[(train, test)], rule="threshold").fit(X, y)
     # the held-out scores are TreeInner of the estimator fit on the training rows
     model = clone(est).fit(X.iloc[train], y[train])
     yt = y[test] if kind != "labels" else (y[test] == "yes").astype(float)
@@ -224,6 +378,12 @@ def test_selector_with_each_booster(k):
     assert set(SIGNAL) <= set(sel.get_feature_names_out())
     assert sel.estimator_.n_features_in_ == sel.support_.sum()
     assert sel.estimator_ is not est
+    # the significance table of the split: its scores, with standard errors
+    total = sel.significance_
+    if "output" in total.columns:
+        total = total[total.output == "total"]
+    np.testing.assert_allclose(total["score"], expected.to_numpy(), rtol=1e-9)
+    assert list(total["feature"]) == list(X.columns) and (total["se"] >= 0).all()
     Xt = sel.transform(X)
     np.testing.assert_array_equal(Xt, X.loc[:, sel.support_].to_numpy())
 
@@ -265,17 +425,26 @@ def test_selector_set_output_pandas_and_numpy_names():
     assert set(SIGNAL) <= set(out_df.columns)
 
 
-def test_selector_cv_averages_folds():
+def test_selector_cv_pools_folds():
     X, y = _data(n=300)
     folds = KFold(3, shuffle=True, random_state=0)
     sel = TreeInnerSelector(_gbm(n_estimators=15), cv=folds, refit=False).fit(X, y)
     per_fold = [
-        treeinner.tree_inner(_gbm(n_estimators=15).fit(X.iloc[tr], y[tr]), X.iloc[te], y[te])
+        treeinner.significance(
+            _gbm(n_estimators=15).fit(X.iloc[tr], y[tr]), X.iloc[te], y[te]
+        ).set_index("feature")
         for tr, te in folds.split(X, y)
     ]
-    np.testing.assert_allclose(sel.scores_, np.mean(per_fold, axis=0), rtol=1e-9)
+    # one score over all held-out rows: the fold sums add (not their average), and so do
+    # their variances
+    pooled = sum(t["score"] for t in per_fold)
+    np.testing.assert_allclose(sel.scores_, pooled, rtol=1e-9)
+    se = np.sqrt(sum(t["se"] ** 2 for t in per_fold))
+    np.testing.assert_allclose(sel.significance_["se"], se, rtol=1e-9)
     assert not hasattr(sel, "estimator_")  # refit=False fits no final model
-    assert (sel.support_ == (sel.scores_ > 0).to_numpy()).all()
+    upper = sel.significance_["ci_high"].to_numpy()  # the one-sided 90% bound
+    np.testing.assert_allclose(upper, pooled + NormalDist().inv_cdf(0.9) * se, rtol=1e-9)
+    assert (sel.support_ == (upper > 0)).all()
     # an int: shuffled (stratified for classifiers) folds seeded by random_state
     Xc, yc = _data(n=300, kind="multiclass")
     a = TreeInnerSelector(_gbm(GBMClassifier, n_estimators=8), cv=3, random_state=5).fit(Xc, yc)
@@ -288,7 +457,7 @@ def test_selector_rounds_drop_refit_rescore():
     X, y = _data(n=400)
     train, test = train_test_split(np.arange(400), test_size=0.5, random_state=0)
     est = _gbm(n_estimators=40, max_depth=4)
-    sel = TreeInnerSelector(est, cv=[(train, test)], max_rounds=10).fit(X, y)
+    sel = TreeInnerSelector(est, cv=[(train, test)], max_rounds=10, threshold=0.0).fit(X, y)
     first = sel.history_[0]
     assert first.notna().all()
     assert (first <= 0).any(), "the first round dropped nothing; the data should overfit"
@@ -308,9 +477,37 @@ def test_selector_rounds_drop_refit_rescore():
         assert list(last.index[last.notna()]) == list(sel.get_feature_names_out())
     assert set(SIGNAL) <= set(sel.get_feature_names_out())
     # one round keeps exactly what the first round's scores pass
-    one = TreeInnerSelector(est, cv=[(train, test)]).fit(X, y)
+    one = TreeInnerSelector(est, cv=[(train, test)], rule="threshold").fit(X, y)
     assert list(one.get_feature_names_out()) == kept1
     assert len(one.history_) == 1
+
+
+@pytest.mark.parametrize("rule", ["fdr", "interval"])
+def test_selector_rounds_with_each_rule(rule):
+    X, y = _data(n=400)
+    train, test = train_test_split(np.arange(400), test_size=0.5, random_state=0)
+    est = _gbm(n_estimators=40, max_depth=4)
+    sel = TreeInnerSelector(est, cv=[(train, test)], rule=rule, max_rounds=5).fit(X, y)
+    # round 1 keeps what the rule passes on the significance of the model fit on the split
+    model = clone(est).fit(X.iloc[train], y[train])
+    table = treeinner.significance(model, X.iloc[test], y[test]).set_index("feature")
+    if rule == "fdr":
+        passing = table["q_value"] <= 0.1
+    else:
+        passing = table["score"] + NormalDist().inv_cdf(0.9) * table["se"] > 0
+    kept1 = list(X.columns[passing.to_numpy()])
+    np.testing.assert_allclose(sel.history_[0], table["score"], rtol=1e-9)
+    if len(sel.history_) > 1:
+        second = sel.history_[1]
+        assert list(second.index[second.notna()]) == kept1
+    else:
+        assert list(sel.get_feature_names_out()) == kept1
+    # the last round's table covers its features; the kept ones are those its rule passes
+    last = sel.significance_.set_index("feature")
+    assert list(last.index) == list(sel.scores_.dropna().index)
+    if len(sel.history_) < 5:
+        assert list(sel.get_feature_names_out()) == list(last.index)
+    assert set(SIGNAL) <= set(sel.get_feature_names_out())
 
 
 def test_selector_keeps_the_best_when_nothing_passes():
@@ -394,7 +591,14 @@ def test_selector_random_state_and_split():
         ({"refit": "yes"}, "refit"),
         ({"method": "gini"}, "method must be one of"),
         ({"top_k": -1}, "top_k"),
-        ({"threshold": None}, "threshold"),
+        ({"threshold": "0"}, "threshold"),
+        ({"rule": "bonferroni"}, "rule must be one of"),
+        ({"rule": "fdr", "threshold": 0.0}, "threshold rule's"),
+        ({"rule": "fdr", "method": "permutation"}, "needs standard errors"),
+        ({"alpha": 0.0}, "alpha must be"),
+        ({"alpha": 0.7}, "alpha must be"),
+        ({"cv": [(np.arange(50), np.arange(40, 100))]}, "holds out rows it also trains on"),
+        ({"cv": 2.5}, "cv must be None"),
     ],
 )
 def test_selector_bad_parameters(kw, match):
@@ -459,5 +663,5 @@ def _sklearn_checks():
 def test_sklearn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
         # tiny random data sets: often no feature scores above 0, so the best one is kept
-        warnings.filterwarnings("ignore", message="No feature scores above", category=UserWarning)
+        warnings.filterwarnings("ignore", message="No feature", category=UserWarning)
         check(estimator)

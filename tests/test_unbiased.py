@@ -379,7 +379,7 @@ def test_per_split_frame():
     b, _, _, X, y = _model("binary:logistic", seed=21)
     df = treeinner.unbiased_gain(b, X, y, random_state=0, per_split=True)
     assert list(df.columns) == ["tree", "node", "feature", "threshold", "gain", "unbiased_gain",
-                                "k", "n_node", "n_left", "n_right"]  # fmt: skip
+                                "se", "p_value", "k", "n_node", "n_left", "n_right"]  # fmt: skip
     ens = treeinner.from_model(b)
     inner = ens.left >= 0
     # the training gain from the rebuilt sums is XGBoost's recorded gain (float32 there)

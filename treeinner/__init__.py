@@ -3,6 +3,7 @@
 from ._gain import total_gain
 from ._inner import forest_inner, tree_inner
 from ._methods import METHODS
+from ._significance import significance
 from .adapters import from_model, load
 from .attribution import Attribution, node_values, predecomp, saabas
 from .ensemble import TreeEnsemble
@@ -24,6 +25,7 @@ __all__ = [
     "predecomp",
     "saabas",
     "select_features",
+    "significance",
     "total_gain",
     "tree_inner",
     "tree_shap",

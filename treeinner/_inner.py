@@ -9,7 +9,9 @@ import pandas as pd
 
 from . import _api
 from ._api import public
-from ._staged import _staged
+from ._splits import split_columns
+from ._staged import _edge_pass, _staged, edge_moments, split_sums
+from ._stats import Moments, p_values
 from .adapters import from_model
 from .attribution import node_values
 from .ensemble import TreeEnsemble
@@ -65,6 +67,101 @@ def forest_inner_sums(
     return ens._to_output(FI / lr)
 
 
+def _edge_dg(ens: TreeEnsemble, values: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Per edge (indexed by its child node): ``(values[n] - values[parent(n)]) * scale[tree]``
+    (0 at roots)."""
+    parent = K.parents(ens.left, ens.right)
+    has = parent >= 0
+    dg = np.zeros(ens.n_nodes)
+    dg[has] = (values[has] - values[parent[has]]) * scale[ens._node_tree[has]]
+    return dg
+
+
+def tree_inner_moments(
+    ens: TreeEnsemble, X: Any, y: Any, values: np.ndarray | None, sample_weight: Any = None
+) -> Moments:
+    """TreeInner's per-row terms summed, squared and summed, over the rows of X.
+
+    Terms ``u[i, j, c] = w_i sum_t (1/lr_t) r_{t,j}(x_i) (-g_{i,t})`` over the trees of output
+    c, per output feature j; ``s1`` equals ``tree_inner_sums``. ``values``: node values of
+    the path attribution, None for TreeSHAP.
+
+    Returns
+    -------
+    Moments
+        Of the terms (``treeinner._stats``): their standard errors come from
+        ``Moments.estimate(mean=False)``.
+    """
+    if values is None:
+        from .treeshap import _shap_inner_moments
+
+        return _shap_inner_moments(ens, X, y, sample_weight, forest=False)
+    values = np.asarray(values, dtype=np.float64)
+    dg = _edge_dg(ens, values, -1.0 / ens.learning_rate)
+    return edge_moments(ens, X, y, sample_weight, dg, np.zeros(ens.n_nodes))
+
+
+def forest_inner_moments(
+    ens: TreeEnsemble, X: Any, y: Any, values: np.ndarray | None, sample_weight: Any = None
+) -> Moments:
+    """ForestInner's per-row terms summed, squared and summed, over the rows of X.
+
+    Terms ``u[i, j, c] = w_i R[i, j, c] GS[i, c] / lr`` with R the path attribution summed
+    over the trees of output c, GS the sum over those trees of ``-g`` and lr the mean
+    learning rate; ``s1`` equals ``forest_inner_sums``. ``values``: node values, None for
+    TreeSHAP.
+    """
+    lr = float(np.mean(ens.learning_rate))
+    if values is None:
+        from .treeshap import _shap_inner_moments
+
+        m = _shap_inner_moments(ens, X, y, sample_weight, forest=True)
+        return Moments(
+            s1=m.s1 / lr,
+            s2=m.s2 / lr**2,
+            s2_total=m.s2_total / lr**2,
+            n=m.n,
+            sw=m.sw,
+            sw2=m.sw2,
+            swu=None if m.swu is None else m.swu / lr,
+        )
+    values = np.asarray(values, dtype=np.float64)
+    dg = _edge_dg(ens, values, np.full(ens.n_trees, 1.0 / lr))
+    return _edge_pass(ens, X, y, sample_weight, dg, np.zeros(ens.n_nodes), True)
+
+
+def tree_inner_splits(
+    ens: TreeEnsemble, X: Any, y: Any, values: np.ndarray, sample_weight: Any = None
+) -> pd.DataFrame:
+    """TreeInner per split with its standard error over rows (``tree_inner(per_split=True)``)."""
+    n, G, SQ, N = split_sums(ens, X, y, sample_weight)
+    S = np.empty(ens.n_nodes)  # sum of -w g over the rows reaching each node
+    Q = np.empty(ens.n_nodes)  # sum of (w g)^2
+    C = np.empty(ens.n_nodes)  # rows
+    K.subtree_sums(ens.left, ens.right, ens.tree_offsets, -G, S)
+    K.subtree_sums(ens.left, ens.right, ens.tree_offsets, SQ, Q)
+    K.subtree_sums(ens.left, ens.right, ens.tree_offsets, N, C)
+    inner = np.flatnonzero(ens.left >= 0)
+    L, R = ens.left[inner], ens.right[inner]
+    lr = ens.learning_rate[ens._node_tree[inner]]
+    dL = values[L] - values[inner]
+    dR = values[R] - values[inner]
+    # per-row terms (p_child - p_t)(-w g)/lr for the rows reaching t, 0 for the others
+    s1 = (dL * S[L] + dR * S[R]) / lr
+    s2 = (dL**2 * Q[L] + dR**2 * Q[R]) / lr**2
+    if n > 1:
+        se = np.sqrt(n / (n - 1.0) * np.maximum(s2 - s1**2 / n, 0.0))
+    else:
+        se = np.full_like(s1, np.nan)
+    cols = split_columns(ens, inner)
+    cols["gain"] = ens.gain[inner]
+    cols["tree_inner"] = s1
+    cols["se"] = se
+    cols["p_value"] = p_values(s1, se)
+    cols["n_node"] = C[inner].astype(np.int64)
+    return pd.DataFrame(cols)
+
+
 def _result(sums, model, X, y, attribution, sample_weight, reference):
     """A public TreeInner/ForestInner result: ``sums`` of the model's node values, per output."""
     ens = from_model(model)
@@ -82,6 +179,7 @@ def tree_inner(
     attribution: str = "predecomp",
     sample_weight: Any = None,
     reference: Any = None,
+    per_split: bool = False,
 ) -> pd.Series | pd.DataFrame:
     """TreeInner: per tree, the inner product of an attribution with the negative gradient.
 
@@ -106,13 +204,41 @@ def tree_inner(
         ``(X_train, y_train[, sample_weight])``: PreDecomp node values recomputed from this data
         (``node_values(model, reference=...)``) instead of the stored covers. Only with
         ``attribution="predecomp"``.
+    per_split : bool, default False
+        Return one row per split instead of per-feature sums (``"predecomp"`` and
+        ``"saabas"`` only: TreeSHAP has no per-split decomposition). A split of node t into L
+        and R contributes ``(1/lr) [p_L S_L + p_R S_R - p_t S_t]``, with p the node values and
+        S_u the sum of ``-w g`` over the rows reaching u; the splits of a feature sum to its
+        TreeInner score (before any credit of CatBoost's categorical split columns to
+        features).
 
     Returns
     -------
-    pandas.Series indexed by feature name, or for multi-output models a DataFrame with one
-    column per class and a ``total`` column.
+    pandas.Series or pandas.DataFrame
+        A Series indexed by feature name, or for multi-output models a DataFrame with one
+        column per class and a ``total`` column.
+
+        With ``per_split=True``, a DataFrame with one row per split: ``tree``, ``node``
+        (index within the tree), ``class`` (multi-output models), ``feature`` (the split
+        column), ``threshold`` (NaN for categorical splits), ``gain`` (the booster's stored
+        split gain), ``tree_inner`` (the split's held-out contribution), ``se`` (its standard
+        error over the rows: the per-row terms are ``(p_child - p_t)(-w_i g_i)/lr`` for the
+        rows reaching t, p_child the child the row goes to, and 0 for the other rows;
+        ``se = sqrt(n/(n-1) (sum u^2 - (sum u)^2/n))`` over all n rows of X), ``p_value``
+        (one-sided, for "the split's contribution is <= 0": no better than useless on new
+        data) and ``n_node`` (rows of X reaching the node).
     """
-    return _result(tree_inner_sums, model, X, y, attribution, sample_weight, reference)
+    if not per_split:
+        return _result(tree_inner_sums, model, X, y, attribution, sample_weight, reference)
+    _api.check_attribution(attribution)
+    if attribution == "shap":
+        raise ValueError(
+            "per_split=True needs a path attribution ('predecomp' or 'saabas'): TreeSHAP has "
+            "no per-split decomposition."
+        )
+    ens = from_model(model)
+    values = inner_values(ens, attribution, reference)
+    return tree_inner_splits(ens, X, y, values, sample_weight)
 
 
 @public

@@ -17,15 +17,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import _api
+from . import _api, _stats
 from ._gain import permutation_scores, total_gain_scores
-from ._inner import forest_inner_sums, inner_values, tree_inner_sums
+from ._inner import (
+    forest_inner_moments,
+    forest_inner_sums,
+    inner_values,
+    tree_inner_moments,
+    tree_inner_sums,
+)
 from ._staged import _weights
+from ._stats import Estimate, Moments, moments_from_rows
 from .attribution import path_attribution
 from .ensemble import TreeEnsemble
 from .objectives import get_objective
 from .treeshap import tree_shap
-from .unbiased import _exact_ratios, _training_sums, unbiased_gain
+from .unbiased import _exact_ratios, _training_sums, _unbiased_estimate, unbiased_gain
 
 __all__ = [
     "DEFAULT_CLI_METHODS",
@@ -36,6 +43,7 @@ __all__ = [
     "Options",
     "get",
     "resolve",
+    "significance_table",
 ]
 
 
@@ -98,10 +106,21 @@ class Method:
         Whether it draws random numbers.
     uses_data : bool
         Whether it depends on the evaluation rows at all (``total_gain`` does not).
+    signed : bool
+        Whether a score <= 0 means "no better than useless" (TreeInner, ForestInner, unbiased
+        gain, permutation), so that a p-value for it means something; mean |attribution| is
+        positive for every feature the model uses, and gets no p-value.
     resample : callable, optional
         ``resample(ens, X, y, opts, counts, seed)``: the scores on the bootstrap resample in
         which row i counts ``counts[i]`` times, where the method has a better way than the
         default (``opts.sample_weight`` multiplied by the counts, ``random_state=seed``).
+    moments : callable, optional
+        ``moments(ens, X, y, opts)`` -> ``_stats.Moments``: the sums of the per-row terms of
+        a row-additive method and of their squares, from which its sampling error follows
+        (``compute`` is ``moments(...).s1``, faster where the squares are not needed).
+    estimator : callable, optional
+        ``estimator(ens, X, y, opts)`` -> ``_stats.Estimate``: score and sampling variance of
+        a method that is not a plain sum over rows (the unbiased gain).
     family : str
         ``tree_inner``, ``forest_inner``, ``abs``, ``total_gain``, ``permutation`` or
         ``unbiased_gain``.
@@ -118,7 +137,10 @@ class Method:
     uses_reference: bool = False
     uses_random_state: bool = False
     uses_data: bool = True
+    signed: bool = True
     resample: Callable[..., np.ndarray] | None = None
+    moments: Callable[[TreeEnsemble, Any, Any, Options], Moments] | None = None
+    estimator: Callable[[TreeEnsemble, Any, Any, Options], Estimate] | None = None
     family: str = ""
     attribution: str | None = None
 
@@ -130,6 +152,33 @@ class Method:
     def finish(self, sums: np.ndarray, weight: float) -> np.ndarray:
         """Scores from row-additive ``compute`` sums over rows of total weight ``weight``."""
         return sums / weight if self.mean else sums
+
+    @property
+    def has_se(self) -> bool:
+        """Whether the method gives a sampling error from one pass (``estimate``)."""
+        return self.moments is not None or self.estimator is not None
+
+    def estimate(self, ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> Estimate | None:
+        """Score and sampling variance on the rows of X (None for a method without one)."""
+        if self.estimator is not None:
+            return self.estimator(ens, X, y, opts)
+        if self.moments is not None:
+            return self.moments(ens, X, y, opts).estimate(self.mean)
+        return None
+
+
+def significance_table(
+    estimates: dict[str, Estimate | None],
+    scores: dict[str, np.ndarray],
+    feature_names: Sequence[str],
+    n_outputs: int,
+    alpha: float,
+) -> pd.DataFrame:
+    """``_stats.table`` of registry methods: outputs named ``class_c`` for multi-output
+    models, no p- or q-values for the unsigned methods (mean |attribution|)."""
+    outputs = None if n_outputs == 1 else [f"class_{c}" for c in range(n_outputs)]
+    unsigned = [name for name in estimates if not get(name).signed]
+    return _stats.table(estimates, scores, feature_names, outputs, alpha, unsigned)
 
 
 def total_weight(X: Any, sample_weight: Any) -> float:
@@ -157,6 +206,17 @@ def _unbiased_scores(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.nda
             reference=opts.reference,
             random_state=opts.random_state,
         )
+    )
+
+
+def _unbiased_estimate_opts(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> Estimate:
+    return _unbiased_estimate(
+        ens,
+        X,
+        y,
+        sample_weight=opts.sample_weight,
+        reference=opts.reference,
+        random_state=opts.random_state,
     )
 
 
@@ -197,10 +257,15 @@ _LONG = {"predecomp": "PreDecomp", "saabas": "Saabas", "shap": "TreeSHAP"}
 
 
 def _inner_method(family: str, attribution: str) -> Method:
-    sums = tree_inner_sums if family == "tree_inner" else forest_inner_sums
+    inner = family == "tree_inner"
+    sums = tree_inner_sums if inner else forest_inner_sums
+    row_moments = tree_inner_moments if inner else forest_inner_moments
 
     def compute(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
         return sums(ens, X, y, opts.node_values(ens, attribution), opts.sample_weight)
+
+    def moments(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> Moments:
+        return row_moments(ens, X, y, opts.node_values(ens, attribution), opts.sample_weight)
 
     what = "TreeInner" if family == "tree_inner" else "ForestInner"
     return Method(
@@ -209,6 +274,7 @@ def _inner_method(family: str, attribution: str) -> Method:
         compute=compute,
         row_additive=True,
         uses_reference=attribution == "predecomp",
+        moments=moments,
         family=family,
         attribution=attribution,
     )
@@ -244,6 +310,11 @@ def _abs_method(attribution: str) -> Method:
             w = w * _weights(opts.sample_weight, rows.shape[0])
         return _weighted_row_sum(rows, w) / (float(w.sum()) or 1.0)
 
+    def moments(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> Moments:
+        rows = _abs_rows(ens, X, opts, attribution)
+        w = None if opts.sample_weight is None else _weights(opts.sample_weight, rows.shape[0])
+        return moments_from_rows(rows, w)
+
     return Method(
         name=f"abs_{attribution}",
         summary=f"mean |{_LONG[attribution]}| over rows"
@@ -252,8 +323,10 @@ def _abs_method(attribution: str) -> Method:
         needs_y=False,
         row_additive=True,
         mean=True,
+        signed=False,
         uses_reference=attribution == "predecomp",
         resample=resample,
+        moments=moments,
         family="abs",
         attribution=attribution,
     )
@@ -293,6 +366,7 @@ _register(
         uses_reference=True,
         uses_random_state=True,
         resample=_unbiased_resample,
+        estimator=_unbiased_estimate_opts,
         family="unbiased_gain",
     )
 )

@@ -11,11 +11,9 @@ import numpy as np
 import pandas as pd
 
 try:
-    from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+    from sklearn.base import BaseEstimator, MetaEstimatorMixin, is_classifier
     from sklearn.feature_selection import SelectorMixin
-    from sklearn.model_selection import KFold, StratifiedKFold, check_cv, train_test_split
-    from sklearn.utils import _safe_indexing, check_random_state, get_tags
-    from sklearn.utils.multiclass import type_of_target
+    from sklearn.utils import check_random_state, get_tags
     from sklearn.utils.validation import (
         check_consistent_length,
         check_is_fitted,
@@ -28,86 +26,41 @@ except ImportError as e:  # pragma: no cover - exercised only without scikit-lea
         "(or pip install 'treeinner[test]')."
     ) from e
 
+from . import _crossfit
 from ._api import public
-from ._methods import get
+from ._methods import get, significance_table
 from .selection import (
-    _check_threshold,
+    _check_alpha,
+    _check_rule,
     _check_top_k,
-    _feature_scores,
-    _keep,
-    _needs_reference,
+    _keep_by_rule,
+    _nothing_kept,
     _resolve_method,
+    _table_level,
+    _totals,
 )
 
 __all__ = ["TreeInnerSelector"]
-
-# fit parameters that name features: their entries follow the features a round keeps
-_FEATURE_PARAMS = ("cat_features", "categorical_feature")
 
 
 def _is_frame(X: Any) -> bool:
     return isinstance(X, pd.DataFrame)
 
 
-def _n_rows(X: Any) -> int:
-    return int(X.shape[0])
-
-
-def _take(X: Any, rows: np.ndarray | None = None, cols: np.ndarray | None = None) -> Any:
-    """Rows and columns of an array, sparse matrix or DataFrame (by position)."""
-    if rows is not None:
-        X = _safe_indexing(X, rows, axis=0)
-    if cols is not None:
-        X = _safe_indexing(X, cols, axis=1)
-    return X
-
-
-def _remap_features(value: Any, cols: np.ndarray, names: np.ndarray) -> Any:
-    """A list of feature positions or names restricted to the kept columns ``cols``, positions
-    renumbered; anything else (``"auto"``, None) unchanged."""
-    if isinstance(value, (str, bytes)) or value is None or not hasattr(value, "__iter__"):
-        return value
-    items = list(value)
-    if not items:
-        return value
-    new_pos = {int(c): k for k, c in enumerate(cols)}
-    kept_names = {str(names[c]) for c in cols}
-    out = []
-    for v in items:
-        if isinstance(v, numbers.Integral) and not isinstance(v, bool):
-            if int(v) in new_pos:
-                out.append(new_pos[int(v)])
-        elif str(v) in kept_names:
-            out.append(v)
-    return out
-
-
-def _eval_set_columns(eval_set: Any, cols: np.ndarray) -> Any:
-    """An ``eval_set`` (a list of (X, y) pairs, or CatBoost's single pair) with the X of each
-    pair cut to ``cols``. Other objects (a CatBoost Pool) are passed unchanged."""
-
-    def pair(p: Any) -> Any:
-        if isinstance(p, (tuple, list)) and len(p) >= 2 and hasattr(p[0], "shape"):
-            return (_take(p[0], None, cols), *tuple(p)[1:])
-        return p
-
-    if isinstance(eval_set, tuple) and len(eval_set) == 2 and hasattr(eval_set[0], "shape"):
-        return pair(eval_set)
-    if isinstance(eval_set, (list, tuple)):
-        return [pair(p) for p in eval_set]
-    return eval_set
-
-
 class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
     """Keep the features a gradient boosted model relies on, judged on held-out rows.
 
-    ``fit`` clones ``estimator``, trains it on part of the rows and scores every feature on the
-    other part with ``treeinner.select_features``' methods (TreeInner by default: on
-    held-out rows a feature the model only overfit scores negative). Features scoring above
-    ``threshold`` are kept (then the ``top_k`` best of them). With ``max_rounds > 1`` the
-    dropped features are removed, the model is refit and the remaining features rescored,
-    until a round drops nothing. With ``refit=True`` the estimator is finally fit on all rows
-    with the kept features (``estimator_``). ``transform`` keeps the selected columns.
+    ``fit`` clones ``estimator``, trains it on part of the rows and scores every feature on
+    the other part with ``treeinner.select_features``' methods (TreeInner by default: on
+    held-out rows a feature the model only overfit scores negative), with its standard error
+    over the held-out rows. With ``cv``, a clone is trained on the training rows of each split
+    and every held-out row is scored by the model that did not see it; the per-row terms of
+    all held-out rows are pooled into one score and one standard error per feature
+    (cross-fitting: not an average of noisy fold scores). The features that ``rule`` passes
+    are kept (then the ``top_k`` best of them). With ``max_rounds > 1`` the dropped features
+    are removed, the model is refit and the remaining features rescored, until a round drops
+    nothing. With ``refit=True`` the estimator is finally fit on all rows with the kept
+    features (``estimator_``). ``transform`` keeps the selected columns.
 
     Parameters
     ----------
@@ -129,21 +82,38 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         Share of the rows held out for scoring (stratified by class for classifiers), when
         ``cv`` is None. The same split is used in every round.
     cv : int, cross-validation splitter, iterable of (train, test) or None, default None
-        Score on the test part of each split instead and average the scores over the splits.
-        An int gives shuffled ``StratifiedKFold`` (classifiers) or ``KFold`` (regressors),
-        seeded by ``random_state``. Splitters that need ``groups`` can be passed as the list
-        of their splits (``list(GroupKFold().split(X, y, groups))``).
-    threshold : float, default 0.0
-        Keep features whose score is strictly greater.
+        Cross-fit instead: score the held-out rows of every split, each with the model fit on
+        that split's training rows, and pool them (scores and variances of the splits add;
+        for a mean method such as ``abs_shap`` the pooled score is the weighted mean over all
+        held-out rows). An int gives shuffled ``StratifiedKFold`` (classifiers) or ``KFold``
+        (regressors), seeded by ``random_state``. Splitters that need ``groups`` can be
+        passed as the list of their splits (``list(GroupKFold().split(X, y, groups))``). Each
+        row may be held out by at most one split (no repeated or shuffle splits). Methods
+        without a standard error (``total_gain``, ``permutation``) get the mean of their
+        split scores weighted by the held-out row weights.
+    rule : {"fdr", "interval", "threshold"} or None, default None
+        Which features to keep, as in ``treeinner.select_features``: ``"fdr"`` keeps those
+        whose Benjamini-Hochberg q-value is at most ``alpha``; ``"interval"`` drops only the
+        confidently useless ones, keeping those whose one-sided upper bound
+        ``score + z_{1-alpha} se`` is above 0 (a feature never used, score and standard
+        error both 0, is dropped); ``"threshold"`` keeps scores above ``threshold``. None:
+        ``"threshold"`` if a ``threshold`` is given or the method has no standard error
+        (``total_gain``, ``permutation``), else ``treeinner.selection.DEFAULT_RULE``
+        (``"interval"``).
+    alpha : float, default 0.1
+        Level of the ``"fdr"`` and ``"interval"`` rules, strictly between 0 and 0.5.
+    threshold : float or None, default None
+        The threshold rule's cut: keep features whose score is strictly greater (None: 0).
+        Only with ``rule="threshold"`` (or ``rule=None``).
     top_k : int or None, default None
-        Keep at most this many features (the highest scores above ``threshold``).
+        Keep at most this many features (the highest scores among those the rule keeps).
     refit : bool, default True
         Fit ``estimator_`` on all rows with the kept features. With False no final model is
         fitted (cheaper when a later pipeline step fits its own model) and ``estimator_`` is
         not set.
     max_rounds : int, default 1
-        Rounds of (fit, score, drop). Rounds stop early once no remaining feature scores at
-        or below ``threshold`` (and ``top_k`` drops none).
+        Rounds of (fit, score, drop). Rounds stop early once the rule keeps every remaining
+        feature (and ``top_k`` drops none).
     random_state : int, numpy RandomState or None, default None
         Seed of the held-out split (or of the shuffled folds of ``cv=int``) and of the random
         draws of ``permutation`` / ``unbiased_gain``. The estimator's own seed is its own
@@ -155,8 +125,16 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         The clone of ``estimator`` fit on all rows with the kept features (only with
         ``refit=True``).
     scores_ : pandas.Series
-        The last round's held-out scores, indexed by feature name; NaN for features dropped
-        in earlier rounds.
+        The last round's held-out scores (pooled over the splits), indexed by feature name;
+        NaN for features dropped in earlier rounds. For multiclass models, the totals over
+        the classes.
+    significance_ : pandas.DataFrame
+        The last round's significance table, as ``treeinner.significance`` gives it, for the
+        features of that round: columns ``method``, ``feature`` (``output`` for multi-output
+        models), ``score``, ``se``, ``ci_low``, ``ci_high``, ``p_value``, ``q_value``. Its
+        intervals are two-sided at level ``1 - 2 alpha``, so ``ci_high`` is the one-sided
+        ``1 - alpha`` upper bound the ``"interval"`` rule reads. NaN statistics for methods
+        without a standard error.
     history_ : list of pandas.Series
         The scores of every round, each indexed by every feature name (NaN where a feature was
         no longer in the model).
@@ -165,15 +143,16 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when X was a DataFrame with string column names. Otherwise features are named
-        ``x0, x1, ...`` in ``scores_``, ``history_`` and ``get_feature_names_out()``.
+        ``x0, x1, ...`` in ``scores_``, ``significance_``, ``history_`` and
+        ``get_feature_names_out()``.
 
     Notes
     -----
-    At least one feature is always kept: if every feature scores at or below ``threshold``
-    (NaN counts as below), the single highest-scoring feature is kept and a ``UserWarning``
-    says so. Selecting nothing would break every later step of a pipeline, and with small
-    held-out sets an informative feature can score near zero. A method with no score at all
-    (``total_gain`` of a CatBoost model is all NaN) raises ValueError.
+    At least one feature is always kept: if the rule keeps none (NaN scores never pass), the
+    single highest-scoring feature is kept and a ``UserWarning`` says so. Selecting nothing
+    would break every later step of a pipeline, and with small held-out sets an informative
+    feature can score near zero. A method with no score at all (``total_gain`` of a CatBoost
+    model is all NaN) raises ValueError.
 
     ``sample_weight`` weights both the estimator's fits and the scoring rows. Other keyword
     arguments of ``fit`` go to the estimator's ``fit``: arrays with one entry per row are cut
@@ -182,7 +161,9 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
     features kept in each round (a CatBoost ``Pool`` as ``eval_set`` cannot be cut: pass
     ``(X, y)`` instead). DataFrames are passed to the estimator as DataFrames (so
     categorical columns reach CatBoost / LightGBM / XGBoost unchanged); other inputs are
-    validated by scikit-learn first (NaN allowed when the estimator allows it).
+    validated by scikit-learn first (NaN allowed when the estimator allows it). Models that
+    store no hessian covers (CatBoost beyond RMSE) get each split's training rows as the
+    ``reference`` of the methods that use training data.
 
     scikit-learn's estimator checks (``sklearn.utils.estimator_checks``, scikit-learn 1.9) all
     pass wrapping a ``treeinner.booster.GBMRegressor`` or ``GBMClassifier``, none listed as
@@ -199,7 +180,9 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         attribution: str = "predecomp",
         validation_fraction: float = 0.25,
         cv: Any = None,
-        threshold: float = 0.0,
+        rule: str | None = None,
+        alpha: float = 0.1,
+        threshold: float | None = None,
         top_k: int | None = None,
         refit: bool = True,
         max_rounds: int = 1,
@@ -210,6 +193,8 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         self.attribution = attribution
         self.validation_fraction = validation_fraction
         self.cv = cv
+        self.rule = rule
+        self.alpha = alpha
         self.threshold = threshold
         self.top_k = top_k
         self.refit = refit
@@ -232,13 +217,14 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         tags.input_tags.sparse = sparse
         return tags
 
-    def _check_params(self) -> tuple[str, float, int | None, int]:
+    def _check_params(self) -> tuple[str, str, float, float, int | None, int]:
         if self.estimator is None or not hasattr(self.estimator, "fit"):
             raise ValueError(
                 f"estimator must be an unfitted booster with a fit method, got {self.estimator!r}."
             )
         column = _resolve_method(self.method, self.attribution)
-        threshold = _check_threshold(self.threshold)
+        rule, threshold = _check_rule(self.rule, self.threshold, get(column))
+        alpha = _check_alpha(self.alpha)
         top_k = _check_top_k(self.top_k)
         mr = self.max_rounds
         if not isinstance(mr, numbers.Integral) or isinstance(mr, bool) or mr < 1:
@@ -253,17 +239,11 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
                 raise ValueError(
                     f"validation_fraction must be a number strictly between 0 and 1, got {vf!r}."
                 )
-        elif isinstance(self.cv, numbers.Integral) and not isinstance(self.cv, bool):
-            if self.cv < 2:
-                raise ValueError(f"cv must be at least 2 folds, got {self.cv!r}.")
-        elif isinstance(self.cv, (bool, str, float)):
-            raise ValueError(
-                "cv must be None, an int >= 2, a cross-validation splitter or an iterable of "
-                f"(train, test) index arrays, got {self.cv!r}."
-            )
+        else:
+            _crossfit.check_cv(self.cv)
         if not isinstance(self.refit, (bool, np.bool_)):
             raise ValueError(f"refit must be True or False, got {self.refit!r}.")
-        return column, threshold, top_k, int(mr)
+        return column, rule, threshold, alpha, top_k, int(mr)
 
     def _validate(self, X: Any, y: Any) -> tuple[Any, Any]:
         if y is None:
@@ -295,112 +275,28 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         return X, y
 
     # ------------------------------------------------------------------ fitting
-    def _splits(self, X: Any, y: np.ndarray, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        n = _n_rows(X)
-        classifier = is_classifier(self.estimator)
-        if self.cv is None:
-            idx = np.arange(n)
-            stratify = y if classifier else None
-            try:
-                train, test = train_test_split(
-                    idx, test_size=self.validation_fraction, random_state=seed, stratify=stratify
-                )
-            except ValueError:
-                if stratify is None:
-                    raise
-                # a class too small to stratify: split without stratification
-                train, test = train_test_split(
-                    idx, test_size=self.validation_fraction, random_state=seed
-                )
-            splits = [(np.sort(train), np.sort(test))]
-        else:
-            cv = self.cv
-            if isinstance(cv, numbers.Integral):
-                strat = classifier and type_of_target(y) in ("binary", "multiclass")
-                kind = StratifiedKFold if strat else KFold
-                cv = kind(n_splits=int(cv), shuffle=True, random_state=seed)
-            else:
-                cv = check_cv(cv, y, classifier=classifier)
-            splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(X, y)]
-        for k, (train, test) in enumerate(splits):
-            if len(train) == 0 or len(test) == 0:
-                raise ValueError(
-                    f"Split {k} has {len(train)} training and {len(test)} held-out rows; "
-                    "both must be non-empty."
-                )
-        return splits
-
-    def _fit_params(
-        self, fit_params: dict, n: int, rows: np.ndarray | None, cols: np.ndarray, names
-    ) -> dict:
-        """The estimator's fit parameters for these rows and columns."""
-        full = len(cols) == self.n_features_in_
-        out = {}
-        for key, value in fit_params.items():
-            if key == "eval_set" and value is not None and not full:
-                value = _eval_set_columns(value, cols)
-            elif key in _FEATURE_PARAMS and not full:
-                value = _remap_features(value, cols, names)
-            elif (
-                rows is not None
-                and key not in _FEATURE_PARAMS
-                and key != "eval_set"
-                and not isinstance(value, (str, bytes, dict))
-                and hasattr(value, "__len__")
-                and hasattr(value, "__getitem__")
-                and len(value) == n
-            ):
-                value = _safe_indexing(value, rows)
-            out[key] = value
-        return out
-
-    def _fit_one(self, X, y, sw, fit_params, rows, cols, names):
-        est = clone(self.estimator)
-        kw = self._fit_params(fit_params, _n_rows(X), rows, cols, names)
-        if sw is not None:
-            kw["sample_weight"] = sw if rows is None else sw[rows]
-        Xs = _take(X, rows, None if len(cols) == self.n_features_in_ else cols)
-        ys = y if rows is None else y[rows]
-        return est.fit(Xs, ys, **kw)
-
-    def _score_round(self, X, y, sw, fit_params, splits, cols, names, column, seed):
-        per_split = []
-        for train, test in splits:
-            model = self._fit_one(X, y, sw, fit_params, train, cols, names)
-            sub = None if len(cols) == self.n_features_in_ else cols
-            Xt = _take(X, test, sub)
-            try:
-                reference = None
-                if get(column).uses_reference and _needs_reference(model):
-                    # no stored hessian covers (CatBoost beyond RMSE): node values and training
-                    # sums from the rows the model was trained on
-                    reference = (_take(X, train, sub), y[train])
-                    if sw is not None:
-                        reference += (sw[train],)
-                s = _feature_scores(
-                    model,
-                    Xt,
-                    y[test],
-                    column,
-                    sample_weight=None if sw is None else sw[test],
-                    random_state=seed,
-                    reference=reference,
-                )
-            except TypeError as e:
-                if "Cannot explain" in str(e):
-                    raise TypeError(
-                        f"{type(self).__name__} needs an XGBoost, LightGBM or CatBoost "
-                        "scikit-learn wrapper or a treeinner.booster estimator; got "
-                        f"{type(self.estimator).__name__}."
-                    ) from e
-                raise
-            if len(s) != len(cols):
-                raise ValueError(
-                    f"The fitted estimator reports {len(s)} features but was fit on "
-                    f"{len(cols)}; cannot match its scores to the columns."
-                )
-            per_split.append(s.to_numpy(dtype=np.float64))
-        return np.mean(per_split, axis=0)
+    def _score_round(
+        self, X, y, sw, fit_params, splits, cols, names, column, alpha, seed
+    ) -> pd.DataFrame:
+        """The significance table of one round: the estimator cross-fit on ``splits`` with
+        the columns ``cols``, scored by ``column``, the splits pooled."""
+        p = self.n_features_in_
+        fit = _crossfit.crossfit(
+            self.estimator,
+            X,
+            y,
+            [get(column)],
+            splits,
+            sample_weight=sw,
+            random_state=seed,
+            fit_params=fit_params,
+            cols=None if len(cols) == p else cols,
+            names=names,
+            who=type(self).__name__,
+        )
+        return significance_table(
+            fit.estimates, fit.scores, fit.feature_names, fit.n_outputs, _table_level(alpha)
+        )
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any):
         """Fit the estimator on held-out splits, score the features and select them.
@@ -419,9 +315,9 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         -------
         self
         """
-        column, threshold, top_k, max_rounds = self._check_params()
+        column, rule, threshold, alpha, top_k, max_rounds = self._check_params()
         X, y = self._validate(X, y)
-        n, p = _n_rows(X), self.n_features_in_
+        n, p = X.shape[0], self.n_features_in_
         sw = None
         if sample_weight is not None:
             sw = np.asarray(sample_weight, dtype=np.float64)
@@ -435,25 +331,35 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         if names is None:
             names = np.array([f"x{j}" for j in range(p)], dtype=object)
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        splits = self._splits(X, y, seed)
+        splits = _crossfit.split_rows(
+            X,
+            y,
+            self.cv,
+            classifier=is_classifier(self.estimator),
+            seed=seed,
+            validation_fraction=self.validation_fraction if self.cv is None else None,
+        )
 
         cols = np.arange(p)
         history = []
         for _ in range(max_rounds):
-            scores = self._score_round(X, y, sw, fit_params, splits, cols, names, column, seed)
+            table = self._score_round(
+                X, y, sw, fit_params, splits, cols, names, column, alpha, seed
+            )
+            frame = _totals(table)
+            scores = frame["score"].to_numpy(dtype=np.float64)
             full = pd.Series(np.nan, index=pd.Index(names, dtype=object), name=column)
             full.iloc[cols] = scores
             history.append(full)
             if np.all(np.isnan(scores)):
                 raise ValueError(f"method {column!r} gives no score for this model (all NaN).")
-            keep = _keep(scores, threshold, top_k)
+            keep = _keep_by_rule(frame, rule, alpha=alpha, threshold=threshold, top_k=top_k)
             if not keep.any():
                 best = int(np.nanargmax(scores))
                 keep[best] = True
                 warnings.warn(
-                    f"No feature scores above threshold={threshold:g} with {column!r}; "
-                    f"keeping the best one, {names[cols[best]]!r} "
-                    f"(score {scores[best]:.6g}).",
+                    f"{_nothing_kept(rule, alpha, threshold)} with {column!r}; keeping the best "
+                    f"one, {names[cols[best]]!r} (score {scores[best]:.6g}).",
                     UserWarning,
                     stacklevel=2,
                 )
@@ -466,8 +372,17 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         self.support_ = support
         self.history_ = history
         self.scores_ = history[-1]
+        self.significance_ = table
         if self.refit:
-            self.estimator_ = self._fit_one(X, y, sw, fit_params, None, cols, names)
+            self.estimator_ = _crossfit.fit_clone(
+                self.estimator,
+                X,
+                y,
+                cols=None if len(cols) == p else cols,
+                sample_weight=sw,
+                fit_params=fit_params,
+                names=names,
+            )
         elif hasattr(self, "estimator_"):
             del self.estimator_
         return self

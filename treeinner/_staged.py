@@ -7,15 +7,18 @@ from typing import Any
 import numba
 import numpy as np
 
+from ._stats import Moments
 from .ensemble import TreeEnsemble
 from .kernels import attribution as K
+from .kernels import moments as KM
+from .kernels.routing import ROW_BLOCK
 from .objectives import Objective, get_objective
 
 
 def _weights(sample_weight: Any, n: int) -> np.ndarray:
     if sample_weight is None:
         return np.ones(n)
-    w = np.asarray(sample_weight, dtype=np.float64)
+    w = np.array(sample_weight, dtype=np.float64)  # a copy: writable, one kernel signature
     if w.shape != (n,):
         raise ValueError(f"sample_weight has shape {w.shape}; expected ({n},).")
     if not np.all(np.isfinite(w)) or np.any(w < 0):
@@ -49,15 +52,14 @@ def _inputs(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any):
     return obj, n, blocks, yv, w, n_chunks
 
 
-def _staged(
-    ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest_p=None, need_hc: bool = True
-):
-    """Run the staged pass: per-leaf sums of w g (and, with ``need_hc``, of w h and w), and
-    the ForestInner sums when ``forest_p`` (node values) is given."""
+def _run_staged(ens, X, y, sample_weight, forest_p, need_hc, need_split):
+    """The staged pass behind ``_staged`` and ``split_sums``."""
     obj, n, blocks, yv, w, n_chunks = _inputs(ens, X, y, sample_weight)
     G = np.zeros((n_chunks, ens.n_nodes))
     H = np.zeros_like(G)
     C = np.zeros_like(G)
+    SQ = np.zeros((n_chunks, ens.n_nodes if need_split else 1))
+    N = np.zeros_like(SQ)
     forest = forest_p is not None
     FI = np.zeros((n_chunks, ens.n_features if forest else 1, ens.n_outputs))
     GS = np.zeros((n_chunks, ens.n_outputs))
@@ -67,6 +69,174 @@ def _staged(
     for start, block in blocks:
         rows = slice(start, start + block.shape[0])
         K.staged_pass(
-            block, yv[rows], w[rows], nodes, layout, st, parent, p, forest, need_hc, G, H, C, FI, GS
+            block, yv[rows], w[rows], nodes, layout, st, parent, p, forest, need_hc, need_split,
+            G, H, C, SQ, N, FI, GS,
+        )  # fmt: skip
+    return n, G.sum(0), H.sum(0), C.sum(0), SQ.sum(0), N.sum(0), FI.sum(0), GS.sum(0)
+
+
+def _staged(
+    ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest_p=None, need_hc: bool = True
+):
+    """Run the staged pass: per-leaf sums of w g (and, with ``need_hc``, of w h and w), and
+    the ForestInner sums when ``forest_p`` (node values) is given."""
+    _, G, H, C, _, _, FI, GS = _run_staged(ens, X, y, sample_weight, forest_p, need_hc, False)
+    return G, H, C, FI, GS
+
+
+def split_sums(
+    ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-leaf sums for per-split held-out statistics, from one staged pass.
+
+    Returns
+    -------
+    n : int
+        Number of rows.
+    G, SQ, N : ndarray of shape (n_nodes,)
+        Per leaf (0 at inner nodes): the sums over the rows reaching it of ``w g``, of
+        ``(w g)**2`` and of 1 (g the staged gradient of the leaf's tree, as in ``_staged``).
+    """
+    n, G, _, _, SQ, N, _, _ = _run_staged(ens, X, y, sample_weight, None, False, True)
+    return n, G, SQ, N
+
+
+def _credit_csr(ens: TreeEnsemble) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The credit of kernel columns to output features in CSR form (identity without an
+    input map): row pointers, output features, weights, and the number of output features."""
+    if ens.input_map is None:
+        f = ens.n_features
+        return np.arange(f + 1, dtype=np.int64), np.arange(f, dtype=np.int64), np.ones(f), f
+    credit = np.asarray(ens.input_map.credit, dtype=np.float64)
+    rows, cols = np.nonzero(credit)  # row-major order: CSR by construction
+    ptr = np.zeros(credit.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=credit.shape[0]), out=ptr[1:])
+    return ptr, cols.astype(np.int64), credit[rows, cols].copy(), credit.shape[1]
+
+
+def _leaf_lists(ens: TreeEnsemble, dg: np.ndarray, dh: np.ndarray):
+    """Every leaf's path as a merged list of (feature, dg, dh) coefficients
+    (``kernels.moments.leaf_lists``), over the output features the lists use, renumbered
+    ``0..len(used) - 1``; returns ``ptr, col, cg, ch, used, n_output_features``."""
+    dg = np.ascontiguousarray(dg, dtype=np.float64)
+    dh = np.ascontiguousarray(dh, dtype=np.float64)
+    if dg.shape != (ens.n_nodes,) or dh.shape != (ens.n_nodes,):
+        raise ValueError(
+            f"dg and dh must have shape ({ens.n_nodes},); got {dg.shape} and {dh.shape}."
         )
-    return G.sum(0), H.sum(0), C.sum(0), FI.sum(0), GS.sum(0)
+    cptr, cidx, cval, n_out = _credit_csr(ens)
+    parent = K.parents(ens.left, ens.right)
+    size = KM.leaf_list_size(ens.left, ens.feature, parent, cptr)
+    ptr = np.empty(ens.n_nodes + 1, dtype=np.int64)
+    col = np.empty(size, dtype=np.int32)
+    cg = np.empty(size)
+    ch = np.empty(size)
+    end = KM.leaf_lists(
+        ens.left, ens.feature, parent, dg, dh, cptr, cidx, cval, n_out, ptr, col, cg, ch
+    )
+    col, cg, ch = col[:end], cg[:end], ch[:end]
+    used, col = np.unique(col, return_inverse=True)
+    return ptr, col.astype(np.int32), cg, ch, used, n_out
+
+
+def _edge_pass(
+    ens: TreeEnsemble,
+    X: Any,
+    y: Any,
+    sample_weight: Any,
+    dg: np.ndarray,
+    dh: np.ndarray,
+    forest: bool,
+    dense: bool | None = None,
+) -> Moments:
+    """``edge_moments``; with ``forest`` the ForestInner terms ``w R GS`` instead (R the
+    credited sum over trees of ``dg`` along the row's paths, GS the sum of ``-g``).
+    ``dense``: fold every used feature of a row (True) or the ones it touched (False); None
+    chooses by the expected number of list entries per row."""
+    ptr, col, cg, ch, used, n_out = _leaf_lists(ens, dg, dh)
+    # the hessian term only where some leaf list has one
+    mode = KM.MODE_FOREST if forest else KM.MODE_GH if np.any(ch != 0.0) else KM.MODE_G
+    obj, n, blocks, yv, w, _ = _inputs(ens, X, y, sample_weight)
+    Kout = ens.n_outputs
+    n_used = max(1, used.size)
+    # a row's list entries over all trees: fold all used features after a block when a row
+    # touches most of them anyway, else only the ones each row touched
+    n_leaves = int(np.sum(ens.left < 0))
+    per_row = col.size / max(n_leaves, 1) * ens.n_trees
+    if dense is None:
+        dense = n_used * Kout <= 2.0 * per_row
+    # more chunks than threads, handed out one at a time: a thread the OS sets aside does not
+    # hold up the call (as in treeshap._shap_inner)
+    threads = numba.get_num_threads()
+    n_chunks = 1 if threads == 1 else max(1, min(8 * threads, -(-n // (4 * ROW_BLOCK))))
+    S1 = np.zeros((n_chunks, Kout, n_used))
+    S2 = np.zeros_like(S1)
+    SWU = np.zeros_like(S1)
+    S2T = np.zeros((n_chunks, n_used))
+    nodes, layout, st = ens._nodes(), ens._layout, stages(ens, obj)
+    with numba.parallel_chunksize(1):
+        for start, block in blocks:
+            rows = slice(start, start + block.shape[0])
+            KM.edge_moments(
+                block, yv[rows], w[rows], nodes, layout, st, ptr, col, cg, ch, mode, dense,
+                S1, S2, S2T, SWU,
+            )  # fmt: skip
+
+    def full(a: np.ndarray) -> np.ndarray:  # (K, n_used) or (n_used,) -> output features first
+        out = np.zeros((n_out,) + a.shape[:-1])
+        out[used] = a[..., : used.size].T
+        return out
+
+    s2 = S2.sum(0)
+    return Moments(
+        s1=full(S1.sum(0)),
+        s2=full(s2),
+        s2_total=full(S2T.sum(0) if Kout > 1 else s2[0]),
+        n=int(n),
+        sw=float(w.sum()),
+        sw2=float(w @ w),
+        swu=full(SWU.sum(0)),
+    )
+
+
+def edge_moments(
+    ens: TreeEnsemble,
+    X: Any,
+    y: Any,
+    sample_weight: Any,
+    dg: np.ndarray,
+    dh: np.ndarray,
+) -> Moments:
+    """Row-additive moments of per-row terms that are sums over the edges of the rows' paths.
+
+    For row i, output feature j and output c the term is ::
+
+        u[i, j, c] = w_i * sum_{t: tree_group[t] == c} sum_{edges (q -> n) of i's path in t}
+                     credit(feature[q] -> j) * (dg[n] * g_{i,t} + dh[n] * h_{i,t})
+
+    with g, h the gradient and hessian at the staged margin before tree t's boosting round,
+    exactly as the staged pass computes them (trees of one round share them; the booster's
+    float32 conventions), and credit the identity, or ``ens.input_map.credit`` (kernel column
+    -> output features) where the model has one. One pass over the rows; memory beyond the
+    input is O(threads x ROW_BLOCK x features x outputs).
+
+    Parameters
+    ----------
+    ens : TreeEnsemble
+    X : array-like, DataFrame or scipy sparse matrix
+        The rows (held-out data).
+    y : array-like of shape (n_samples,)
+        Their labels, valid for the model's objective.
+    sample_weight : array-like of shape (n_samples,) or None
+        Row weights w (None: 1).
+    dg, dh : ndarray of float64, shape (n_nodes,)
+        Coefficients of the gradient and of the hessian of every edge, indexed by the edge's
+        child node (entries at roots are ignored).
+
+    Returns
+    -------
+    Moments
+        ``s1``, ``s2``, ``swu`` (n_output_features, n_outputs), ``s2_total``
+        (n_output_features,), ``n``, ``sw``, ``sw2`` of the terms (``treeinner._stats``).
+    """
+    return _edge_pass(ens, X, y, sample_weight, dg, dh, False)

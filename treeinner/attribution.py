@@ -10,7 +10,7 @@ import pandas as pd
 
 from . import _api
 from ._api import public
-from ._staged import _staged
+from ._staged import _staged, _weights
 from .adapters import from_model
 from .ensemble import TreeEnsemble
 from .kernels import attribution as K
@@ -196,6 +196,55 @@ class Attribution:
             feature_names=list(self.feature_names),
             output_names=output_names,
         )
+
+    @public
+    def importance(self, *, sample_weight: Any = None, alpha: float = 0.05) -> pd.DataFrame:
+        """Mean |attribution| of every feature over the rows (the SHAP bar plot's numbers),
+        with its standard error over the rows and a ``1 - alpha`` interval.
+
+        The score of feature k is the weighted mean ``S_k = sum_i w_i |v_ik| / sum_i w_i``
+        (the ``abs_*`` methods of ``treeinner.importance`` on the same rows); its standard
+        error is that of a mean over rows drawn independently from the same population,
+        from the linearised per-row terms ``w_i (|v_ik| - S_k) / sum_i w_i``:
+        ``sqrt(n/(n-1) sum_i (d_ik - mean d_k)^2)`` (``treeinner._stats``). The model is held
+        fixed. No p-value: a mean of absolute values is not tested against 0 (for held-out
+        evidence that a feature helps, use TreeInner in ``treeinner.significance``).
+
+        Parameters
+        ----------
+        sample_weight : array-like of shape (n_samples,), optional
+            Non-negative weights of the rows (default: all 1).
+        alpha : float, default 0.05
+            The interval is ``score +- z_{1 - alpha/2} se``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per feature (for multi-output attributions per output and feature, the
+            outputs being ``class_0`` .. and ``total``, the sum over the outputs), with columns
+            ``feature`` (``output``), ``score``, ``se``, ``ci_low``, ``ci_high``: the layout of
+            ``treeinner.significance``, so ``treeinner.plot.importance`` draws it.
+
+        Examples
+        --------
+        >>> attr = treeinner.tree_shap(model, X_valid)  # doctest: +SKIP
+        >>> attr.importance().sort_values("score", ascending=False)  # doctest: +SKIP
+        """
+        from . import _stats
+
+        if (
+            isinstance(alpha, bool)
+            or not isinstance(alpha, (int, float, np.integer, np.floating))
+            or not 0.0 < float(alpha) < 1.0
+        ):
+            raise ValueError(f"alpha must be a number strictly between 0 and 1, got {alpha!r}.")
+        v = np.asarray(self.values, dtype=np.float64)
+        rows = np.abs(v if v.ndim == 3 else v[:, :, None])
+        w = None if sample_weight is None else _weights(sample_weight, rows.shape[0])
+        est = _stats.moments_from_rows(rows, w).estimate(mean=True)
+        outputs = None if v.ndim == 2 else [f"class_{c}" for c in range(v.shape[2])]
+        table = _stats.table({"abs": est}, {}, list(self.feature_names), outputs, alpha)
+        return table.drop(columns=["method", "p_value", "q_value"])
 
     def _data(self, X: Any, n: int) -> tuple[np.ndarray, Any]:
         """X as a float (n, p) matrix in the attribution's feature order, and the DataFrame to

@@ -88,6 +88,23 @@ def _bootstrap(
     return out
 
 
+def _with_se(
+    ens: TreeEnsemble, X: Any, y: Any, methods: Sequence[Method], opts: Options
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Method totals and their one-pass standard errors (``_se`` columns)."""
+    cols, errors = {}, {}
+    for m in methods:
+        est = m.estimate(ens, X, y, opts)
+        if est is not None:
+            cols[m.name] = _totals(est.score)
+            errors[f"{m.name}_se"] = est.se_total
+            continue
+        cols[m.name] = _totals(m.score(ens, X, y, opts))
+        fixed = not m.uses_data and np.isfinite(cols[m.name])
+        errors[f"{m.name}_se"] = np.where(fixed, 0.0, np.nan)
+    return cols, errors
+
+
 @public
 def importance(
     model: Any,
@@ -101,6 +118,7 @@ def importance(
     random_state: Any = None,
     n_repeats: int = 5,
     n_bootstrap: int = 0,
+    se: bool = False,
 ) -> pd.DataFrame:
     """Several global importances side by side, one column per method.
 
@@ -150,13 +168,25 @@ def importance(
         among all rows and the rows the resample left out weigh 0, which makes its standard
         error somewhat conservative. Each resample's permutations and draws get their own seed.
 
+    se : bool, default False
+        Add for every method column ``m`` a column ``m_se``, its standard error over the
+        evaluation rows from the same pass (as ``treeinner.significance``, which adds
+        intervals, p-values and q-values): for ``tree_inner``, ``forest_inner``, ``abs_*``
+        and ``unbiased_gain``. ``total_gain`` depends on no evaluation row (0);
+        ``permutation`` has none (NaN: use ``n_bootstrap``). Not combined with
+        ``n_bootstrap``.
+
     Returns
     -------
     pandas.DataFrame indexed by feature name: the method columns in the order of ``methods``
-    (identical to ``n_bootstrap=0``), then, with ``n_bootstrap``, the ``_se`` columns in the
-    same order.
+    (identical to ``n_bootstrap=0``), then, with ``n_bootstrap`` or ``se``, the ``_se``
+    columns in the same order.
     """
     n_bootstrap = _check_bootstrap(n_bootstrap)
+    if not isinstance(se, (bool, np.bool_)):
+        raise TypeError(f"se must be True or False, got {se!r}.")
+    if se and n_bootstrap:
+        raise ValueError("se=True and n_bootstrap give two standard errors; pass one of them.")
     chosen = [get(name) for name in resolve(methods, attribution)]
     if n_bootstrap and _api.n_rows(X) == 0:
         raise ValueError("n_bootstrap needs at least one evaluation row; X has none.")
@@ -179,6 +209,9 @@ def importance(
         random_state=random_state,
         n_repeats=n_repeats,
     )
+    if se:
+        cols, errors = _with_se(ens, X, y, chosen, opts)
+        return pd.DataFrame({**cols, **errors}, index=list(ens.output_names))
     cols = {m.name: _totals(m.score(ens, X, y, opts)) for m in chosen}
     if n_bootstrap:
         cols.update(_bootstrap(ens, X, y, chosen, opts, cols, n_bootstrap))

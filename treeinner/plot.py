@@ -1,8 +1,9 @@
 """Plots of importances and attributions (matplotlib, imported only when a plot is drawn).
 
 - ``importance``: several importance methods side by side on one normalized scale, with
-  negative scores visible and bootstrap error bars (``treeinner.importance(...,
-  n_bootstrap=...)``).
+  negative scores visible, ``1 - alpha`` intervals from standard errors
+  (``treeinner.significance``, ``treeinner.importance(..., se=True)`` or ``n_bootstrap``)
+  and the features whose q-value is at most alpha marked.
 - ``summary``: a beeswarm of per-row attributions coloured by the feature's value.
 - ``dependence``: a feature's value against its attribution.
 
@@ -12,6 +13,7 @@ Every function draws on ``ax`` if given (otherwise on a new figure) and returns 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -44,6 +46,50 @@ def _axes(ax: Any, width: float, height: float) -> Any:
 
 
 # ---------------------------------------------------------------------- importance
+_TABLE_COLUMNS = ("feature", "score", "se")
+
+
+def _from_table(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """A long significance table (``treeinner.significance``; for multi-output models its
+    ``total`` rows) as a score frame indexed by feature with ``m`` and ``m_se`` columns, and
+    the q-values of the methods that have them."""
+    if "output" in table.columns:
+        if not (table["output"] == "total").any():
+            raise ValueError(
+                "The table has an 'output' column but no 'total' rows; plot the table of "
+                "treeinner.significance (or one output's rows without the 'output' column)."
+            )
+        table = table[table["output"] == "total"]
+    table = table.assign(
+        method=table["method"].astype(str) if "method" in table.columns else "score",
+        feature=table["feature"].astype(str),
+    )
+    if table.duplicated(["method", "feature"]).any():
+        raise ValueError("The table has more than one row for some method and feature.")
+    features = list(pd.unique(table["feature"]))
+    methods = list(pd.unique(table["method"]))
+    cols: dict[str, Any] = {}
+    qvals: dict[str, np.ndarray] = {}
+    for m in methods:
+        rows = table[table["method"] == m].set_index("feature").reindex(features)
+        cols[m] = rows["score"].to_numpy(dtype=np.float64)
+        cols[f"{m}_se"] = rows["se"].to_numpy(dtype=np.float64)
+        if "q_value" in rows.columns:
+            q = rows["q_value"].to_numpy(dtype=np.float64)
+            if np.any(np.isfinite(q)):
+                qvals[m] = q
+    return pd.DataFrame(cols, index=features), qvals
+
+
+def _interval_factor(alpha: Any) -> float:
+    """The half-width of the error bars in standard errors: ``z_{1 - alpha/2}``, or 1."""
+    if alpha is None:
+        return 1.0
+    from ._significance import check_alpha
+
+    return NormalDist().inv_cdf(1.0 - check_alpha(alpha) / 2.0)
+
+
 @public
 def importance(
     frame: pd.DataFrame | pd.Series,
@@ -52,19 +98,24 @@ def importance(
     normalize: bool = True,
     ax: Any = None,
     top: int | None = None,
+    alpha: float | None = 0.05,
 ) -> Any:
-    """Compare importance methods side by side: horizontal grouped bars, one group per feature.
+    """Compare importance methods side by side: horizontal grouped bars, one group per feature,
+    with intervals where the scores have standard errors.
 
     Parameters
     ----------
     frame : pandas.DataFrame or pandas.Series
         Scores indexed by feature name with one column per method, as
-        ``treeinner.importance`` returns them. A column ``m_se`` (from ``n_bootstrap``)
-        draws error bars of +- one standard error on method ``m``.
+        ``treeinner.importance`` returns them; a column ``m_se`` (``se=True`` or
+        ``n_bootstrap``) gives method ``m`` its standard errors. Or the long table of
+        ``treeinner.significance`` (columns ``method``, ``feature``, ``score``, ``se``,
+        ``q_value``; of a multi-output model its ``total`` rows are drawn), or of
+        ``Attribution.importance`` (no ``method``: one method named ``score``).
     methods : sequence of str, optional
-        Columns to plot, in this order (bars top to bottom within a group, and the legend,
-        which names each bar by its column: the method's name for ``treeinner.importance``'s
-        columns). Default: every numeric column not ending in ``_se``.
+        Methods to plot, in this order (bars top to bottom within a group, and the legend,
+        which names each bar by its method). Default: every numeric column not ending in
+        ``_se`` (every method of a long table).
     normalize : bool
         Divide each method's scores (and standard errors) by the sum of the absolute values of
         its scores over all features (including those ``top`` leaves out), so methods on
@@ -74,12 +125,18 @@ def importance(
         Axes to draw on; a new figure otherwise.
     top : int, optional
         Show only the ``top`` features ranked highest by the first method.
+    alpha : float or None, default 0.05
+        Error bars are ``1 - alpha`` normal intervals, ``score +- z_{1 - alpha/2} se``, and
+        where the table has q-values (``treeinner.significance``), the bars of features with
+        ``q_value <= alpha`` are marked with a star (legend entry ``q <= alpha``). ``None``:
+        bars of +- one standard error and no marks.
 
     Returns
     -------
     matplotlib.axes.Axes
         Features are sorted by the first method, highest at the top; NaN scores (e.g.
-        CatBoost's total gain) are drawn as no bar and sorted last.
+        CatBoost's total gain) are drawn as no bar and sorted last; NaN standard errors as no
+        error bar.
     """
     if isinstance(frame, pd.Series):
         frame = frame.to_frame(name=frame.name if frame.name is not None else "score")
@@ -88,6 +145,10 @@ def importance(
             f"frame must be a pandas DataFrame of scores (treeinner.importance), got "
             f"{type(frame).__name__}."
         )
+    z = _interval_factor(alpha)
+    qvals: dict[str, np.ndarray] = {}
+    if all(c in frame.columns for c in _TABLE_COLUMNS):
+        frame, qvals = _from_table(frame)
     numeric = [
         str(c)
         for c in frame.columns
@@ -98,7 +159,7 @@ def importance(
     if not candidates:
         raise ValueError(
             "frame has no numeric score columns to plot (expected the output of "
-            "treeinner.importance)."
+            "treeinner.importance or treeinner.significance)."
         )
     if methods is None:
         methods = candidates
@@ -129,12 +190,14 @@ def importance(
     for m in methods:
         v = frame[m].to_numpy(dtype=np.float64)
         se = frame[f"{m}_se"].to_numpy(dtype=np.float64) if f"{m}_se" in numeric else None
+        if se is not None and not np.any(np.isfinite(se)):
+            se = None  # no standard error at all (total_gain, permutation): no error bars
         if normalize:
             scale = float(np.nansum(np.abs(v)))
             if scale > 0 and np.isfinite(scale):
                 v = v / scale
                 se = None if se is None else se / scale
-        values[m], errors[m] = v, se
+        values[m], errors[m] = v, None if se is None else z * se
 
     first = values[methods[0]]
     order = np.argsort(-np.where(np.isnan(first), -np.inf, first), kind="stable")
@@ -146,15 +209,36 @@ def importance(
     ax = _axes(ax, 7.0, 1.0 + 0.28 * n_feat * max(1.0, n_meth / 2))
     height = 0.8 / n_meth
     pos = np.arange(n_feat, dtype=np.float64)
+    marks_x, marks_y = [], []
     for j, m in enumerate(methods):
-        se = errors[m]
+        err = errors[m]
+        ys = pos + (j - (n_meth - 1) / 2) * height
         ax.barh(
-            pos + (j - (n_meth - 1) / 2) * height,
+            ys,
             values[m][order],
             height=height,
-            xerr=None if se is None else se[order],
+            xerr=None if err is None else err[order],
             label=m,
             error_kw={"ecolor": "black", "elinewidth": 0.8, "capsize": 2},
+        )
+        if alpha is not None and m in qvals:
+            with np.errstate(invalid="ignore"):
+                sig = qvals[m][order] <= alpha
+            end = values[m][order] + (0.0 if err is None else np.nan_to_num(err[order]))
+            marks_x.extend(end[sig])
+            marks_y.extend(ys[sig])
+    if marks_x:
+        from matplotlib.transforms import offset_copy
+
+        ax.scatter(
+            marks_x,
+            marks_y,
+            marker="*",
+            s=40,
+            color="black",
+            zorder=4,
+            label=f"q <= {alpha:g}",
+            transform=offset_copy(ax.transData, fig=ax.figure, x=6, units="points"),
         )
     ax.axvline(0.0, color="black", linewidth=0.8)
     ax.set_yticks(pos)
@@ -162,8 +246,14 @@ def importance(
     ax.set_ylim(n_feat - 0.5, -0.5)  # first feature at the top
     ax.set_xlabel("score / sum of |scores| of the method" if normalize else "score")
     ax.set_ylabel("feature")
-    ax.set_title("Feature importance")
-    if n_meth > 1 or errors[methods[0]] is not None:
+    with_errors = any(errors[m] is not None for m in methods)
+    if not with_errors:
+        ax.set_title("Feature importance")
+    elif alpha is None:
+        ax.set_title("Feature importance (+- 1 standard error)")
+    else:
+        ax.set_title(f"Feature importance ({100 * (1 - alpha):.10g}% intervals)")
+    if n_meth > 1 or with_errors or marks_x:
         ax.legend(title="method", loc="best", fontsize="small")
     return ax
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -11,9 +12,21 @@ import pandas as pd
 
 from . import _api
 from ._api import public
-from ._methods import REGISTRY, get, resolve
+from ._crossfit import encode_labels as _encode_labels
+from ._methods import REGISTRY, Method, get, resolve
+from ._significance import significance
 
-__all__ = ["select_features"]
+__all__ = ["DEFAULT_RULE", "RULES", "select_features"]
+
+#: The selection rules: keep by false discovery rate, drop only the confidently useless, or
+#: keep the scores above a threshold.
+RULES: tuple[str, ...] = ("fdr", "interval", "threshold")
+
+#: The rule ``select_features``, ``TreeInnerSelector`` and ``treeinner select`` apply to a
+#: method with standard errors when neither a rule nor a threshold is given.
+DEFAULT_RULE = "interval"
+
+_NORMAL = NormalDist()
 
 
 def _resolve_method(method: Any, attribution: Any) -> str:
@@ -44,62 +57,101 @@ def _check_top_k(top_k: Any) -> int | None:
     return int(top_k)
 
 
-def _encode_labels(model: Any, y: Any) -> Any:
-    """Labels of a scikit-learn classifier wrapper as positions in its ``classes_``.
+def _check_rule(rule: Any, threshold: Any, method: Method) -> tuple[str, float]:
+    """The rule to apply and its threshold, from what the caller gave.
 
-    The objectives check labels in the booster's own coding (0, 1, ..., K-1); a classifier
-    wrapper fitted on other labels (strings, {3, 7}) keeps them in ``classes_``.
+    ``rule=None`` is the threshold rule when a ``threshold`` is given or the method has no
+    standard error, ``DEFAULT_RULE`` otherwise. The threshold defaults to 0 and belongs to the
+    threshold rule only.
     """
-    classes = getattr(model, "classes_", None)
-    if classes is None or not hasattr(model, "predict_proba"):
-        return y
-    try:
-        classes = np.asarray(classes)
-        yv = np.asarray(y)
-        if yv.ndim == 2 and yv.shape[1] == 1:
-            yv = yv[:, 0]
-        if classes.ndim != 1 or yv.ndim != 1 or classes.size == 0:
-            return y
-        if classes.dtype.kind in "iuf" and yv.dtype.kind in "iuf":
-            if np.array_equal(classes, np.arange(classes.size)):
-                return y  # already the booster's coding
-        order = np.argsort(classes, kind="stable")
-        pos = np.searchsorted(classes, yv, sorter=order)
-        pos = order[np.clip(pos, 0, classes.size - 1)]
-        known = classes[pos] == yv
-    except TypeError:  # labels that do not compare with the classes: let the objective say so
-        return y
-    if not np.all(known):
-        raise ValueError(
-            f"y has labels the classifier was not trained on: {np.unique(yv[~known])[:5]}; "
-            f"its classes are {classes[:10]}."
-        )
-    return pos.astype(np.float64)
+    if rule is None:
+        rule = "threshold" if threshold is not None or not method.has_se else DEFAULT_RULE
+    _api.check_choice("rule", rule, RULES)
+    if rule != "threshold":
+        if threshold is not None:
+            raise ValueError(
+                f"threshold={threshold!r} is the threshold rule's; rule={rule!r} keeps features "
+                "by their standard errors at level alpha. Pass rule='threshold' to use a "
+                "threshold."
+            )
+        if not method.has_se:
+            with_se = [name for name, m in REGISTRY.items() if m.has_se]
+            raise ValueError(
+                f"rule={rule!r} needs standard errors, which method {method.name!r} does not "
+                f"give; use rule='threshold' with it, or a method with standard errors: "
+                f"{', '.join(with_se)}."
+            )
+    return rule, _check_threshold(0.0 if threshold is None else threshold)
 
 
-def _needs_reference(model: Any) -> bool:
-    """Whether the model keeps no hessian covers (CatBoost beyond RMSE), so that the methods
-    the registry marks ``uses_reference`` need the training data."""
-    from .adapters import from_model
+def _check_alpha(alpha: Any) -> float:
+    if (
+        isinstance(alpha, (bool, np.bool_))
+        or not isinstance(alpha, numbers.Real)
+        or not 0.0 < float(alpha) < 0.5
+    ):
+        raise ValueError(f"alpha must be a number strictly between 0 and 0.5, got {alpha!r}.")
+    return float(alpha)
 
-    return not bool(np.all(np.isfinite(from_model(model).cover)))
+
+def _keep_by_rule(
+    frame: pd.DataFrame, rule: str, *, alpha: float, threshold: float, top_k: int | None
+) -> np.ndarray:
+    """Boolean mask of the features (rows of ``frame``, with columns ``score``, ``se`` and
+    ``q_value``) that ``rule`` keeps, then the ``top_k`` highest scores of those (ties go to
+    the earlier feature).
+
+    ``"fdr"``: ``q_value <= alpha``. ``"interval"``: the one-sided upper bound
+    ``score + z_{1-alpha} se`` is above 0 (a feature never used, score and se both 0, is
+    dropped). ``"threshold"``: ``score > threshold``. NaN never passes.
+    """
+    score = frame["score"].to_numpy(dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        if rule == "threshold":
+            passing = score > threshold
+        elif rule == "fdr":
+            passing = frame["q_value"].to_numpy(dtype=np.float64) <= alpha
+        elif rule == "interval":
+            se = frame["se"].to_numpy(dtype=np.float64)
+            passing = score + _NORMAL.inv_cdf(1.0 - alpha) * se > 0.0
+        else:  # pragma: no cover - checked by _check_rule
+            raise ValueError(f"unknown rule {rule!r}")
+    idx = np.flatnonzero(passing & ~np.isnan(score))
+    if top_k is not None and idx.size > top_k:
+        idx = idx[np.argsort(-score[idx], kind="stable")[:top_k]]
+    keep = np.zeros(score.shape[0], dtype=bool)
+    keep[idx] = True
+    return keep
 
 
-def _feature_scores(
+def _totals(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a one-method significance table that selection reads, indexed by feature:
+    for multi-output models the totals over the outputs."""
+    if "output" in table.columns:
+        table = table[table["output"] == "total"]
+    return table.set_index("feature")
+
+
+def _table_level(alpha: float) -> float:
+    """The level of the significance table selection reports: its two-sided ``1 - 2 alpha``
+    intervals end at the one-sided ``1 - alpha`` bounds of the interval rule."""
+    return 2.0 * alpha
+
+
+def _selection_table(
     model: Any,
     X: Any,
     y: Any,
     column: str,
+    alpha: float,
     *,
     sample_weight: Any = None,
     random_state: Any = None,
     reference: Any = None,
-) -> pd.Series:
-    """Scores of one registry method (totals over classes), indexed by the model's feature
-    names in the model's feature order. ``reference=(X_train, y_train[, w])`` goes to the
-    methods that use training data (``uses_reference``) and is dropped for the others."""
-    from .importance import importance
-
+) -> pd.DataFrame:
+    """The significance table of one registry method (``treeinner.significance`` at the
+    level of ``_table_level(alpha)``), after encoding classifier labels and dropping a
+    ``reference`` the method does not use."""
     method = get(column)
     y = _encode_labels(model, y)
     if reference is not None:
@@ -111,7 +163,7 @@ def _feature_scores(
         if not method.uses_reference:
             reference = None
     try:
-        frame = importance(
+        return significance(
             model,
             X,
             y,
@@ -119,24 +171,19 @@ def _feature_scores(
             sample_weight=sample_weight,
             random_state=random_state,
             reference=reference,
+            alpha=_table_level(alpha),
         )
     except ValueError as e:
         if reference is None and "reference=" in str(e) and method.uses_reference:
             raise ValueError(f"{e} select_features: pass reference=(X_train, y_train).") from e
         raise
-    return frame[column].astype(np.float64)
 
 
-def _keep(scores: np.ndarray, threshold: float, top_k: int | None) -> np.ndarray:
-    """Boolean mask: score > threshold (NaN never passes), then the top_k highest of those
-    (ties broken by feature order)."""
-    keep = np.zeros(scores.shape[0], dtype=bool)
-    passing = np.flatnonzero(~np.isnan(scores) & (scores > threshold))
-    if top_k is not None and passing.size > top_k:
-        order = np.argsort(-scores[passing], kind="stable")
-        passing = passing[order[:top_k]]
-    keep[passing] = True
-    return keep
+def _nothing_kept(rule: str, alpha: float, threshold: float) -> str:
+    """The start of the warning when no feature passes."""
+    if rule == "threshold":
+        return f"No feature scores above threshold={threshold:g}"
+    return f"No feature passes rule={rule!r} at alpha={alpha:g}"
 
 
 @public
@@ -147,7 +194,9 @@ def select_features(
     *,
     method: str = "tree_inner",
     attribution: str = "predecomp",
-    threshold: float = 0.0,
+    rule: str | None = None,
+    alpha: float = 0.1,
+    threshold: float | None = None,
     top_k: int | None = None,
     sample_weight: Any = None,
     reference: Any = None,
@@ -156,9 +205,11 @@ def select_features(
     """The features a trained model relies on, judged on held-out data.
 
     Scores every feature with one method of ``treeinner.importance`` on the held-out rows
-    ``(X, y)``, keeps the features whose score is above ``threshold`` and then, if ``top_k`` is
-    given, the ``top_k`` highest of those. On validation data TreeInner (the default) is
-    negative for a feature the model only overfit, so ``threshold=0`` drops it.
+    ``(X, y)``, with its standard error over those rows (``treeinner.significance``), keeps
+    the features that ``rule`` passes and then, if ``top_k`` is given, the ``top_k`` highest
+    scores of those. On validation data TreeInner (the default) is negative for a feature the
+    model only overfit, and its standard error says how far from zero a score must be to
+    mean something.
 
     Parameters
     ----------
@@ -175,18 +226,37 @@ def select_features(
         One method of ``treeinner.importance`` (any name of its registry): ``tree_inner``,
         ``forest_inner`` (their ``_saabas`` / ``_shap`` variants), ``unbiased_gain``,
         ``permutation``, ``total_gain``, ``abs_predecomp``, ``abs_saabas``, ``abs_shap``.
-        For multiclass models the score is the total over classes.
+        For multiclass models the score (and its standard error) is the total over classes.
     attribution : {"predecomp", "saabas", "shap"}, default "predecomp"
         The per-tree attribution of ``tree_inner`` and ``forest_inner``
         (``method="tree_inner", attribution="shap"`` is ``tree_inner_shap``); ignored by the
         other methods. A method that names its attribution (``tree_inner_shap``) must not be
         contradicted by a non-default ``attribution``.
-    threshold : float, default 0.0
-        Keep features whose score is strictly greater. ``-inf`` keeps every feature with a
-        score (use it with ``top_k`` to rank by the score alone).
+    rule : {"fdr", "interval", "threshold"} or None, default None
+        Which features to keep:
+
+        * ``"fdr"``: those whose Benjamini-Hochberg q-value is at most ``alpha`` (the
+          expected share of useless features among the kept ones is at most ``alpha``): only
+          features shown to help on new data.
+        * ``"interval"``: drop only the features confidently useless: keep those whose
+          one-sided upper confidence bound ``score + z_{1-alpha} se`` is above 0. A feature
+          the model never uses (score and standard error both 0) is dropped.
+        * ``"threshold"``: those whose score is above ``threshold``, the standard error
+          ignored.
+
+        None: ``"threshold"`` if a ``threshold`` is given or the method has no standard error
+        (``total_gain``, ``permutation``), else ``treeinner.selection.DEFAULT_RULE``
+        (``"interval"``). ``"fdr"`` and ``"interval"`` need a method with a standard error.
+    alpha : float, default 0.1
+        Level of ``"fdr"`` (the false discovery rate) and ``"interval"`` (the one-sided
+        confidence bound is at level ``1 - alpha``); strictly between 0 and 0.5.
+    threshold : float or None, default None
+        The threshold rule's cut: keep features whose score is strictly greater (None: 0).
+        ``-inf`` keeps every feature with a score (use it with ``top_k`` to rank by the score
+        alone). Giving it with ``rule="fdr"`` or ``"interval"`` is an error.
     top_k : int or None, default None
-        Keep at most this many features, the highest scores among those above ``threshold``
-        (ties go to the earlier feature).
+        Keep at most this many features, the highest scores among those the rule keeps (ties
+        go to the earlier feature).
     sample_weight : array-like of shape (n_samples,), optional
         Row weights of the evaluation rows.
     reference : tuple, optional
@@ -202,46 +272,58 @@ def select_features(
     -------
     list of str
         The kept feature names, in the model's feature order. Empty (with a warning) when no
-        feature scores above ``threshold``. A feature whose score is NaN (``total_gain`` of a
-        CatBoost model, which stores no gains) is never kept.
+        feature passes the rule. A feature whose score is NaN (``total_gain`` of a CatBoost
+        model, which stores no gains) is never kept.
 
     Raises
     ------
     ValueError
-        For an unknown ``method`` or ``attribution`` (the message lists every choice), a NaN
-        or non-numeric ``threshold``, a ``top_k`` that is not a positive integer, labels
-        invalid for the model's objective, or a method that gives no score at all for this
-        model.
+        For an unknown ``method``, ``attribution`` or ``rule`` (the message lists every
+        choice), ``rule="fdr"`` or ``"interval"`` with a method without standard errors or
+        with a ``threshold``, an ``alpha`` outside (0, 0.5), a NaN or non-numeric
+        ``threshold``, a ``top_k`` that is not a positive integer, labels invalid for the
+        model's objective, or a method that gives no score at all for this model.
+
+    See Also
+    --------
+    treeinner.significance : the scores, standard errors, p-values and q-values the rules read.
+    treeinner.TreeInnerSelector : the same rules, fitting the model on each split itself.
 
     Examples
     --------
     >>> kept = treeinner.select_features(model, X_valid, y_valid)  # doctest: +SKIP
+    >>> kept = treeinner.select_features(model, X_valid, y_valid, rule="fdr", alpha=0.05)
+    ... # doctest: +SKIP
     >>> kept = treeinner.select_features(model, X_valid, y_valid, method="unbiased_gain",
     ...                                  top_k=10, random_state=0)  # doctest: +SKIP
-    >>> kept = treeinner.select_features(model, X_valid, y_valid, method="tree_inner",
-    ...                                  attribution="shap")  # doctest: +SKIP
+    >>> kept = treeinner.select_features(model, X_valid, y_valid, method="permutation",
+    ...                                  threshold=0.001)  # doctest: +SKIP
     """
     column = _resolve_method(method, attribution)
-    threshold = _check_threshold(threshold)
+    rule, threshold = _check_rule(rule, threshold, get(column))
+    alpha = _check_alpha(alpha)
     top_k = _check_top_k(top_k)
-    scores = _feature_scores(
-        model,
-        X,
-        y,
-        column,
-        sample_weight=sample_weight,
-        random_state=random_state,
-        reference=reference,
+    frame = _totals(
+        _selection_table(
+            model,
+            X,
+            y,
+            column,
+            alpha,
+            sample_weight=sample_weight,
+            random_state=random_state,
+            reference=reference,
+        )
     )
-    values = scores.to_numpy()
+    values = frame["score"].to_numpy(dtype=np.float64)
     if values.size and np.all(np.isnan(values)):
         raise ValueError(f"method {column!r} gives no score for this model (all NaN).")
-    keep = _keep(values, threshold, top_k)
+    keep = _keep_by_rule(frame, rule, alpha=alpha, threshold=threshold, top_k=top_k)
     if not keep.any():
         warnings.warn(
-            f"No feature scores above threshold={threshold:g} with {column!r} (highest: "
+            f"{_nothing_kept(rule, alpha, threshold)} with {column!r} (highest score: "
             f"{np.nanmax(values) if values.size else float('nan'):.6g}); returning an empty list.",
             UserWarning,
             stacklevel=2,
         )
-    return [str(name) for name, k in zip(scores.index, keep) if k]
+    return [str(name) for name, k in zip(frame.index, keep) if k]

@@ -13,6 +13,7 @@ from . import _api
 from ._api import public
 from ._format import MISSING_NAN, NUMERIC
 from ._staged import _inputs, stages
+from ._stats import Moments
 from .adapters import from_model
 from .attribution import Attribution, _tree_range
 from .ensemble import TreeEnsemble
@@ -261,9 +262,10 @@ def tree_shap(
     return Attribution(values=values, bias=bias, feature_names=ens.output_names, index=index)
 
 
-def _shap_inner(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest: bool) -> np.ndarray:
-    """TreeInner (or with ``forest`` the unscaled ForestInner sums) with TreeSHAP
-    attributions, per output feature and output: (n_output_features, n_outputs)."""
+def _inner_pass(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any):
+    """Set up a streamed TreeSHAP TreeInner/ForestInner pass: the TreeSHAP setup, row count,
+    row blocks, labels, weights, number of row chunks, and the kernel arguments that follow
+    the rows, labels and weights."""
     su = _setup(ens, "auto", 0, ens.n_trees)
     obj, n, blocks, yv, w, _ = _inputs(ens, X, y, sample_weight)
     # More chunks of rows than threads, handed out one at a time (dynamic scheduling): a row's
@@ -271,13 +273,73 @@ def _shap_inner(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest: b
     # per thread a thread the OS sets aside would hold up the whole call.
     threads = numba.get_num_threads()
     n_chunks = 1 if threads == 1 else max(1, min(8 * threads, -(-n // (4 * ROW_BLOCK))))
+    args = (su.ens._nodes(), su.ens._layout, stages(su.ens, obj), su.lay, su.tabs, su.simple,
+            su.tree_nq, su.max_nodes, su.ens.learning_rate)  # fmt: skip
+    return su, n, blocks, yv, w, n_chunks, args
+
+
+def _shap_inner(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest: bool) -> np.ndarray:
+    """TreeInner (or with ``forest`` the unscaled ForestInner sums) with TreeSHAP
+    attributions, per output feature and output: (n_output_features, n_outputs)."""
+    su, n, blocks, yv, w, n_chunks, args = _inner_pass(ens, X, y, sample_weight)
     acc = np.zeros((n_chunks, su.n_players, ens.n_outputs))
-    nodes, layout, st = su.ens._nodes(), su.ens._layout, stages(su.ens, obj)
     with numba.parallel_chunksize(1):
         for start, block in blocks:
             stop = start + block.shape[0]
-            K.shap_inner(
-                block, yv[start:stop], w[start:stop], nodes, layout, st, su.lay, su.tabs,
-                su.simple, su.tree_nq, su.max_nodes, su.ens.learning_rate, forest, acc,
-            )  # fmt: skip
+            K.shap_inner(block, yv[start:stop], w[start:stop], *args, forest, acc)
     return su.credit(acc.sum(axis=0), axis=0)
+
+
+def _shap_inner_moments(
+    ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest: bool
+) -> Moments:
+    """``_shap_inner`` with the sampling moments of its per-row terms, from the same pass.
+
+    The term of row i, output feature j and output c is ``u[i, j, c] = w_i sum_t (-g_{i,t}) /
+    lr_t phi_{t,j}(x_i)`` over the trees t of output c (g the gradient at the staged margin
+    before t's round, phi_t tree t's path-dependent TreeSHAP values credited to the output
+    features); with ``forest``, ``u[i, j, c] = w_i GS[i, c] sum_t phi_{t,j}(x_i)``, GS the
+    summed negative gradients of output c, not divided by the learning rate.
+
+    Parameters
+    ----------
+    ens : TreeEnsemble
+        The model.
+    X : array-like of shape (n_samples, n_features)
+        Held-out rows, as for ``TreeEnsemble.predict_margin``.
+    y : array-like of shape (n_samples,)
+        Their labels.
+    sample_weight : array-like of shape (n_samples,) or None
+        Row weights w (None: 1).
+    forest : bool
+        ForestInner's terms instead of TreeInner's.
+
+    Returns
+    -------
+    Moments
+        ``s1 = sum_i u`` (equal to ``_shap_inner`` up to rounding), ``s2 = sum_i u**2``,
+        ``s2_total = sum_i (sum_c u[i, :, c])**2``, ``swu = sum_i w_i u``, all over the
+        output features, and ``n``, ``sw = sum_i w_i``, ``sw2 = sum_i w_i**2``.
+    """
+    su, n, blocks, yv, w, n_chunks, args = _inner_pass(ens, X, y, sample_weight)
+    n_feat = su.n_players if su.pcredit is None else su.pcredit.shape[1]
+    pcredit = np.empty((0, 0)) if su.pcredit is None else np.ascontiguousarray(su.pcredit, float)
+    s1 = np.zeros((n_chunks, n_feat, ens.n_outputs))
+    s2 = np.zeros_like(s1)
+    swu = np.zeros_like(s1)
+    s2t = np.zeros((n_chunks, n_feat))
+    with numba.parallel_chunksize(1):
+        for start, block in blocks:
+            stop = start + block.shape[0]
+            K.shap_inner_moments(
+                block, yv[start:stop], w[start:stop], *args, forest, pcredit, s1, s2, s2t, swu
+            )
+    return Moments(
+        s1=s1.sum(axis=0),
+        s2=s2.sum(axis=0),
+        s2_total=s2t.sum(axis=0),
+        n=n,
+        sw=float(w.sum()),
+        sw2=float(w @ w),
+        swu=swu.sum(axis=0),
+    )

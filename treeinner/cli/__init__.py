@@ -1,22 +1,31 @@
 """The ``treeinner`` command line: explain a saved model file, select features, run the demo.
 
 **treeinner explain** MODEL --data FILE --target COLUMN [--method M ...] [--attribution A]
-[--out FILE.csv|FILE.json] [--plot FILE.png] [--quiet]: reads a model file (XGBoost
-``.json``/``.ubj``, LightGBM ``.txt``, CatBoost ``.cbm``/``.json``, treeinner ``.npz``; the type
-is recognised from the content) and a data set (``.csv``, optionally compressed, ``.tsv`` or
-``.parquet``, by extension), splits off the target column (and ``--weight COLUMN``, if given)
-and prints one importance column per method, rows sorted by the first method (``--top N``
-prints and plots only N). The default methods are ``tree_inner`` (TreeInner with the
-``--attribution``, PreDecomp by default), ``abs_shap`` (mean |TreeSHAP|, the usual SHAP bar
-plot) and ``total_gain`` (the booster's split gains; left out for models that store none, such
-as CatBoost's). ``--out`` writes the full table in the model's feature order (CSV, or JSON
-with the run's settings; for multiclass models every column holds the total over the
-classes, as in ``treeinner.importance``), ``--plot`` a bar chart of the methods side by side
-(``treeinner.plot.importance``; ``--bootstrap B`` adds standard errors and error bars).
-Data columns the model does not use are ignored with a warning; missing ones are an error.
-Object (string) columns of categorical features become pandas categoricals. ``--reference
-FILE`` gives the training data for models that store no hessian covers (CatBoost losses other
-than RMSE). ``--seed`` (default 0) seeds permutation importance and the unbiased gain.
+[--alpha A] [--out FILE.csv|FILE.json] [--plot FILE.png] [--no-se] [--quiet]: reads a model
+file (XGBoost ``.json``/``.ubj``, LightGBM ``.txt``, CatBoost ``.cbm``/``.json``, treeinner
+``.npz``; the type is recognised from the content) and a data set (``.csv``, optionally
+compressed, ``.tsv`` or ``.parquet``, by extension), splits off the target column (and
+``--weight COLUMN``, if given) and prints the significance table of ``treeinner.significance``:
+one block per method, features sorted by score (``--top N`` prints N per method), with the
+score, its standard error over the rows, the ``1 - alpha`` interval (``--alpha``, default
+0.05), the one-sided p-value of "score <= 0" and the Benjamini-Hochberg q-value; methods
+without a one-pass standard error (``total_gain``, ``permutation``) have NaN statistics, and
+for multiclass models the printed rows are the totals over the classes. The default methods
+are ``tree_inner`` (TreeInner with the ``--attribution``, PreDecomp by default), ``abs_shap``
+(mean |TreeSHAP|, the usual SHAP bar plot) and ``total_gain`` (the booster's split gains; left
+out for models that store none, such as CatBoost's). ``--out`` writes the whole table (CSV with
+its columns ``method``, ``feature``, [``output``,] ``score``, ``se``, ``ci_low``, ``ci_high``,
+``p_value``, ``q_value``, per class and total for multiclass models; or JSON with the run's
+settings, the table under ``significance`` and the scores per feature under ``importance`` as
+before), ``--plot`` a bar chart of the methods side by side with their intervals and the
+features with q <= alpha starred (``treeinner.plot.importance``). ``--no-se`` prints and writes
+the score table instead (one column per method, the totals over the classes, as
+``treeinner.importance``); ``--bootstrap B`` the score table with bootstrap standard errors
+``m_se``. Data columns the model does not use are ignored with a warning; missing ones are an
+error. Object (string) columns of categorical features become pandas categoricals.
+``--reference FILE`` gives the training data for models that store no hessian covers (CatBoost
+losses other than RMSE). ``--seed`` (default 0) seeds permutation importance and the unbiased
+gain.
 
 **treeinner select** MODEL --data FILE --target COLUMN [--method M] [--attribution A]
 [--threshold T] [--top-k K] [--out FILE]: prints the names of the features
@@ -38,12 +47,14 @@ the command line knows no method by name beyond its default list.
 
 Progress: row-additive methods (TreeInner and ForestInner with any attribution, and the mean
 |attribution| baselines; with ``--reference`` too) are computed over chunks of rows, each
-chunk one call of the registry's computation, and combined exactly (sums; means divided by the
-total row weight). A tqdm progress bar on stderr, counting rows, advances per chunk;
-``permutation`` and ``unbiased_gain`` advance it once, as does everything with
-``--bootstrap`` (one library call). The bar appears only when stderr is a terminal and the
-work has lasted over two seconds; ``--progress always|never`` or the environment variable
-``TREEINNER_PROGRESS`` overrides that, ``--quiet`` turns it off.
+chunk one call of the registry's computation, and combined exactly: the chunks' per-row moments
+(``Method.moments``: sums of the per-row terms and of their squares) add up to those of all
+rows, which give the scores and standard errors (``_stats.Moments``); with ``--no-se`` the
+chunks' sums (means divided by the total row weight). A tqdm progress bar on stderr, counting
+rows, advances per chunk; ``permutation`` and ``unbiased_gain`` advance it once, as does
+everything with ``--bootstrap`` (one library call). The bar appears only when stderr is a
+terminal and the work has lasted over two seconds; ``--progress always|never`` or the
+environment variable ``TREEINNER_PROGRESS`` overrides that, ``--quiet`` turns it off.
 
 Layout: ``_parser`` (the argument parser), ``_io`` (data and model files in, tables and plots
 out), ``_commands`` (the subcommands), ``_compute`` (the chunked computation and the progress

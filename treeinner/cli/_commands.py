@@ -8,6 +8,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,13 @@ import pandas as pd
 
 from .._methods import DEFAULT_CLI_METHODS, Options, get, resolve
 from . import _io
-from ._compute import compute_importance, progress_bar, show_label, work_rows
+from ._compute import (
+    compute_importance,
+    compute_significance,
+    progress_bar,
+    show_label,
+    work_rows,
+)
 from ._errors import PROG, CLIError, one_line
 
 #: The method that reports the booster's stored split gains: left out of the default methods
@@ -23,11 +30,17 @@ from ._errors import PROG, CLIError, one_line
 STORED_GAINS = "total_gain"
 
 
-def select_default_method() -> str:
-    """The method ``treeinner select`` uses by default: ``select_features``'s default."""
+def select_default(name: str) -> Any:
+    """The default of ``select_features``' parameter ``name``, which ``treeinner select``
+    uses too."""
     import treeinner
 
-    return inspect.signature(treeinner.select_features).parameters["method"].default
+    return inspect.signature(treeinner.select_features).parameters[name].default
+
+
+def select_default_method() -> str:
+    """The method ``treeinner select`` uses by default: ``select_features``'s default."""
+    return select_default("method")
 
 
 def _bar(args: argparse.Namespace, desc: str, total: int) -> Any:
@@ -66,6 +79,34 @@ def _format_table(frame: pd.DataFrame, top: int | None) -> str:
     return table.to_string(float_format=lambda v: f"{v:.6g}")
 
 
+def _format_significance(table: pd.DataFrame, top: int | None, alpha: float) -> str:
+    """The significance table as text: one block per method, headed by its name and what it
+    is, features sorted by score (for multi-output models the totals over the outputs), and a
+    line saying what the columns are."""
+    blocks = []
+    multi = "output" in table.columns
+    for method, block in table.groupby("method", sort=False):
+        if multi:
+            block = block[block["output"] == "total"]
+        block = block.sort_values("score", ascending=False, na_position="last", kind="stable")
+        if top is not None:
+            block = block.head(top)
+        block = block.drop(columns=["method", "output"], errors="ignore").set_index("feature")
+        text = block.to_string(
+            float_format=lambda v: f"{v:.6g}",
+            formatters={c: (lambda v: f"{v:.3g}") for c in ("p_value", "q_value")},
+        )
+        blocks.append(f"{method}: {get(str(method)).summary}\n{text}")
+    level = f"{100 * (1 - alpha):.10g}%"
+    note = (
+        f"se: standard error over the rows; ci: {level} interval; p_value: one-sided, for "
+        "score <= 0 on new data; q_value: Benjamini-Hochberg over the features of a method"
+        + ("; totals over the classes (per class in --out)" if multi else "")
+        + "; NaN: the method has no one-pass standard error."
+    )
+    return "\n\n".join(blocks) + "\n\n" + textwrap.fill(note, width=100)
+
+
 def _check_explain(args: argparse.Namespace) -> list[str]:
     """The methods to compute, after checking every option that can fail before any work."""
     methods = resolve(args.method or DEFAULT_CLI_METHODS, args.attribution)
@@ -77,6 +118,10 @@ def _check_explain(args: argparse.Namespace) -> list[str]:
         raise CLIError(f"--bootstrap must be 0 or at least 2; got {args.bootstrap}")
     if args.bootstrap and args.reference is not None:
         raise CLIError("--bootstrap cannot be combined with --reference")
+    if args.bootstrap and args.no_se:
+        raise CLIError("--bootstrap adds standard errors and --no-se leaves them out; pass one")
+    if not 0.0 < args.alpha < 1.0:
+        raise CLIError(f"--alpha must be strictly between 0 and 1; got {args.alpha}")
     _io.check_out(args.out, (".csv", ".json"), "--out")
     _io.check_plot(args.plot)
     return methods
@@ -93,12 +138,28 @@ def _drop_missing_gains(ens: Any, X: Any, methods: list[str]) -> None:
 def _explain_frame(
     args: argparse.Namespace, ens: Any, data: tuple[Any, Any, Any, Any], methods: list[str]
 ) -> pd.DataFrame:
-    """The importance table of ``explain``: chunked, or one library call with --bootstrap."""
+    """The table of ``explain``: the significance table (chunked; ``compute_significance``),
+    the score table with --no-se (chunked; ``compute_importance``), or the score table with
+    bootstrap standard errors (one library call) with --bootstrap."""
     import treeinner
 
     X, y, w, reference = data
     total = len(X) if args.bootstrap else work_rows(methods, len(X))
     with _bar(args, f"{PROG} explain", total) as bar:
+        if not args.bootstrap and not args.no_se:
+            return compute_significance(
+                ens,
+                X,
+                y,
+                methods,
+                alpha=args.alpha,
+                sample_weight=w,
+                n_repeats=args.n_repeats,
+                random_state=args.seed,
+                reference=reference,
+                chunk_rows=args.chunk_rows,
+                progress=bar,
+            )
         if not args.bootstrap:
             return compute_importance(
                 ens,
@@ -128,7 +189,7 @@ def _explain_frame(
         return frame
 
 
-def _settings(args: argparse.Namespace, ens: Any, frame: pd.DataFrame, n_rows: int) -> dict:
+def _settings(args: argparse.Namespace, ens: Any, methods: list[str], n_rows: int) -> dict:
     """The run's settings recorded in a JSON ``--out`` file."""
     return {
         "model": os.fspath(args.model),
@@ -138,16 +199,18 @@ def _settings(args: argparse.Namespace, ens: Any, frame: pd.DataFrame, n_rows: i
         "reference": args.reference,
         "n_rows": int(n_rows),
         "objective": ens.objective,
-        "methods": list(frame.columns),
+        "methods": methods,
         "attribution": args.attribution,
         "random_state": args.seed,
         "n_repeats": args.n_repeats,
         "n_bootstrap": args.bootstrap,
+        "alpha": args.alpha,
     }
 
 
 def explain(args: argparse.Namespace) -> int:
-    """``treeinner explain``: print (and write, and plot) the importance table."""
+    """``treeinner explain``: print (and write, and plot) the significance table (the
+    importance table with --no-se or --bootstrap)."""
     methods = _check_explain(args)
     ens, X, y, w, reference = _read_inputs(args)
     if args.method is None:
@@ -157,17 +220,47 @@ def explain(args: argparse.Namespace) -> int:
     except ValueError as e:
         _hint_reference(e, reference)
         raise
-    print(_format_table(frame, args.top))
+    long = "method" in frame.columns  # the significance table
+    if long:
+        print(_format_significance(frame, args.top, args.alpha))
+    else:
+        print(_format_table(frame, args.top))
     sys.stdout.flush()
     if args.out is not None:
-        _io.write_table(args.out, frame, _settings(args, ens, frame, len(X)))
+        # wide tables: every column (with --bootstrap also the m_se columns) is a "method"
+        names = methods if long else list(frame.columns)
+        settings = _settings(args, ens, names, len(X))
+        if long:
+            _io.write_significance(args.out, frame, settings)
+        else:
+            _io.write_table(args.out, frame, settings)
     if args.plot is not None:
-        _io.write_plot(args.plot, frame, args.top)
+        _io.write_plot(args.plot, frame, args.top, args.alpha)
     return 0
 
 
+def _check_rule(args: argparse.Namespace, method: str) -> None:
+    """``select``'s --rule, --alpha and --threshold, checked before any file is read."""
+    if args.rule not in (None, "threshold"):
+        if args.threshold is not None:
+            raise CLIError(
+                f"--threshold belongs to --rule threshold; --rule {args.rule} keeps features by "
+                "their standard errors (drop --threshold, or pass --rule threshold)"
+            )
+        if not get(method).has_se:
+            raise CLIError(
+                f"--rule {args.rule} needs standard errors, which {method} does not give; use "
+                "--rule threshold with it"
+            )
+    if not 0.0 < args.alpha < 0.5:
+        raise CLIError(f"--alpha must be strictly between 0 and 0.5; got {args.alpha}")
+    if args.threshold is not None and np.isnan(args.threshold):
+        raise CLIError("--threshold must be a number, not NaN")
+
+
 def select(args: argparse.Namespace) -> int:
-    """``treeinner select``: print (and write) the features ``select_features`` keeps."""
+    """``treeinner select``: print (and write) the features ``select_features`` keeps (with
+    --rule and --alpha, the rule and level of its choice)."""
     import treeinner
 
     methods = resolve(args.method, args.attribution)  # fail before reading any file
@@ -176,6 +269,7 @@ def select(args: argparse.Namespace) -> int:
     method = methods[0]
     if args.top_k is not None and args.top_k < 1:
         raise CLIError(f"--top-k must be a positive integer; got {args.top_k}")
+    _check_rule(args, method)
     _io.check_out(args.out, None, "--out")
     ens, X, y, w, reference = _read_inputs(args)
     try:
@@ -187,6 +281,8 @@ def select(args: argparse.Namespace) -> int:
                 y,
                 method=args.method,
                 attribution=args.attribution,
+                rule=args.rule,
+                alpha=args.alpha,
                 threshold=args.threshold,
                 top_k=args.top_k,
                 sample_weight=w,

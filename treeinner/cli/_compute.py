@@ -1,5 +1,6 @@
 """The command line's computation: every method through the registry (``treeinner._methods``),
-row-additive ones in chunks of rows, advancing a tqdm progress bar on stderr."""
+row-additive ones in chunks of rows, advancing a tqdm progress bar on stderr; scores alone
+(``compute_importance``) or with their sampling errors (``compute_significance``)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from .. import _stats
 from .._api import n_rows
-from .._methods import Method, Options, get, total_weight
+from .._methods import Method, Options, get, significance_table, total_weight
 
 MODES = ("auto", "always", "never")
 ENV_VAR = "TREEINNER_PROGRESS"
@@ -104,6 +106,37 @@ def _next_size(rows: int, elapsed: float, remaining: int, size: int) -> int:
     return int(min(max(_MIN_CHUNK, rate * _TARGET_SECONDS), 4 * size))
 
 
+def _chunk_sums(
+    ens: Any,
+    part: Any,
+    X: Any,
+    y: Any,
+    opts: Options,
+    chunk_rows: int | None,
+    progress: tqdm | None,
+) -> Any:
+    """The sum over chunks of rows of ``part(ens, X_chunk, y_chunk, opts_chunk)``: row-additive
+    sums (arrays, or ``_stats.Moments``, which add over disjoint rows)."""
+    n, w = n_rows(X), opts.sample_weight
+    acc, start = None, 0
+    size = chunk_rows if chunk_rows is not None else min(n, _FIRST_CHUNK)
+    while start < n:
+        stop = min(n, start + size)
+        part_opts = dataclasses.replace(  # shares the cache (node values made once)
+            opts, sample_weight=None if w is None else w[start:stop]
+        )
+        t0 = time.perf_counter()
+        done = part(ens, _rows(X, start, stop), _slice(y, start, stop), part_opts)
+        elapsed = time.perf_counter() - t0
+        acc = done if acc is None else acc + done
+        if progress is not None:
+            progress.update(stop - start)
+        if chunk_rows is None:
+            size = _next_size(stop - start, elapsed, n - stop, size)
+        start = stop
+    return acc
+
+
 def _chunked(
     ens: Any,
     method: Method,
@@ -115,28 +148,34 @@ def _chunked(
 ) -> np.ndarray:
     """A row-additive method's scores from one ``compute`` call per chunk of rows: the chunk
     sums are added and finished (divided by the total row weight for a mean)."""
-    n, w = n_rows(X), opts.sample_weight
-    acc, start = None, 0
-    size = chunk_rows if chunk_rows is not None else min(n, _FIRST_CHUNK)
-    while start < n:
-        stop = min(n, start + size)
-        part_opts = dataclasses.replace(  # shares the cache (node values made once)
-            opts, sample_weight=None if w is None else w[start:stop]
-        )
-        t0 = time.perf_counter()
-        part = method.compute(ens, _rows(X, start, stop), _slice(y, start, stop), part_opts)
-        elapsed = time.perf_counter() - t0
-        acc = part if acc is None else acc + part
-        if progress is not None:
-            progress.update(stop - start)
-        if chunk_rows is None:
-            size = _next_size(stop - start, elapsed, n - stop, size)
-        start = stop
-    return method.finish(acc, total_weight(X, w))
+    acc = _chunk_sums(ens, method.compute, X, y, opts, chunk_rows, progress)
+    return method.finish(acc, total_weight(X, opts.sample_weight))
 
 
 def _slice(y: Any, a: int, b: int) -> Any:
     return None if y is None else y[a:b]
+
+
+def _setup(
+    model: Any,
+    y: Any,
+    sample_weight: Any,
+    n_repeats: int,
+    random_state: Any,
+    reference: Any,
+    chunk_rows: Any,
+) -> tuple[Any, Any, Options, int | None]:
+    """The ensemble, labels, shared ``Options`` and checked chunk size of one computation."""
+    import treeinner
+
+    ens = treeinner.from_model(model)
+    chunk_rows = _check_chunk_rows(chunk_rows)
+    y = None if y is None else np.asarray(y)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    opts = Options(
+        sample_weight=w, reference=reference, random_state=random_state, n_repeats=n_repeats
+    )
+    return ens, y, opts, chunk_rows
 
 
 def _check_chunk_rows(chunk_rows: Any) -> int | None:
@@ -198,17 +237,11 @@ def compute_importance(
         Indexed by the model's output feature names, one column per method (the total over
         the outputs of a multi-output model).
     """
-    import treeinner
-
-    ens = treeinner.from_model(model)
-    chunk_rows = _check_chunk_rows(chunk_rows)
+    ens, y, opts, chunk_rows = _setup(
+        model, y, sample_weight, n_repeats, random_state, reference, chunk_rows
+    )
     specs = [get(m) for m in methods]
     n = n_rows(X)
-    y = None if y is None else np.asarray(y)
-    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    opts = Options(
-        sample_weight=w, reference=reference, random_state=random_state, n_repeats=n_repeats
-    )
     cols: dict[str, np.ndarray] = {}
     for m in specs:
         if progress is not None:
@@ -222,3 +255,75 @@ def compute_importance(
                 progress.update(n)
         cols[m.name] = np.asarray(score, dtype=np.float64).sum(axis=1)
     return pd.DataFrame(cols, index=list(ens.output_names))
+
+
+def compute_significance(
+    model: Any,
+    X: Any,
+    y: Any,
+    methods: Sequence[str],
+    *,
+    alpha: float = 0.05,
+    sample_weight: Any = None,
+    n_repeats: int = 5,
+    random_state: Any = 0,
+    reference: Any = None,
+    chunk_rows: int | None = None,
+    progress: tqdm | None = None,
+) -> pd.DataFrame:
+    """``treeinner.significance`` computed through the method registry in chunks of rows.
+
+    A row-additive method with per-row moments (``Method.moments``: TreeInner, ForestInner,
+    mean |attribution|) is computed with one ``moments`` call per chunk of rows; the chunks'
+    ``_stats.Moments`` add up (sums of the per-row terms and of their squares) and give the
+    score and its sampling variance of all rows (``Moments.estimate``), exactly as one call
+    on all rows. A method with its own estimate (the unbiased gain) is computed on all rows
+    at once (``Method.estimate``); a row-additive method without moments in chunks of its
+    scores, and the others with one ``score`` call: both with NaN statistics.
+
+    Parameters
+    ----------
+    model, X, y, methods, sample_weight, n_repeats, random_state, reference, chunk_rows
+        As for ``compute_importance``.
+    alpha : float, default 0.05
+        The intervals are ``1 - alpha`` two-sided normal intervals.
+    progress : tqdm, optional
+        As for ``compute_importance`` (the same total, ``work_rows(methods, n_rows)``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The significance table of ``treeinner.significance``: one row per method and
+        feature (per method, output and feature for multi-output models, the outputs being
+        each class and ``total``), with columns ``method``, ``feature`` (``output``),
+        ``score``, ``se``, ``ci_low``, ``ci_high``, ``p_value``, ``q_value``; the methods in
+        the order given, the features in the model's order.
+    """
+    from .._significance import check_alpha
+
+    alpha = check_alpha(alpha)
+    ens, y, opts, chunk_rows = _setup(
+        model, y, sample_weight, n_repeats, random_state, reference, chunk_rows
+    )
+    specs = [get(m) for m in methods]
+    n = n_rows(X)
+    est: dict[str, _stats.Estimate | None] = {}
+    plain: dict[str, np.ndarray] = {}
+    for m in specs:
+        if progress is not None:
+            show_label(progress, m.name)
+        ym = y if m.needs_y else None
+        if m.row_additive and n > 0 and m.moments is not None:
+            moments = _chunk_sums(ens, m.moments, X, ym, opts, chunk_rows, progress)
+            est[m.name] = moments.estimate(m.mean)
+            continue
+        if m.row_additive and n > 0 and not m.has_se:
+            est[m.name] = None
+            plain[m.name] = _chunked(ens, m, X, ym, opts, chunk_rows, progress)
+            continue
+        est[m.name] = m.estimate(ens, X, ym, opts)
+        if est[m.name] is None:
+            plain[m.name] = m.score(ens, X, ym, opts)
+        if progress is not None and m.uses_data:
+            progress.update(n)
+    return significance_table(est, plain, list(ens.output_names), ens.n_outputs, alpha)

@@ -211,6 +211,42 @@ def write_table(path: str, frame: pd.DataFrame, settings: dict[str, Any]) -> Non
     write_text(path, json.dumps(doc, indent=2) + "\n")
 
 
+def scores(table: pd.DataFrame) -> pd.DataFrame:
+    """The score table of a significance table: indexed by feature (in the table's order), one
+    column per method (for multi-output models the totals over the outputs), as
+    ``treeinner.importance`` and ``explain --no-se`` give it."""
+    if "output" in table.columns:
+        table = table[table["output"] == "total"]
+    wide = table.pivot(index="feature", columns="method", values="score")
+    wide = wide.loc[pd.unique(table["feature"]), list(pd.unique(table["method"]))]
+    wide.columns.name = None
+    return wide
+
+
+def write_significance(path: str, table: pd.DataFrame, settings: dict[str, Any]) -> None:
+    """Write the significance table to ``path``: CSV with the table's columns, or JSON with the
+    run's ``settings``, the scores as ``write_table`` writes them (``importance``) and the
+    table's rows (``significance``; NaN as null)."""
+    if not lower(path).endswith(".json"):
+        table.to_csv(path, index=False, float_format="%.17g")
+        return
+    wide = scores(table)
+    numeric = [c for c in table.columns if c not in ("method", "feature", "output")]
+    rows = [
+        {k: (_json_value(v) if k in numeric else str(v)) for k, v in row.items()}
+        for row in table.to_dict(orient="records")
+    ]
+    doc = {
+        **settings,
+        "importance": [
+            {"feature": str(name), **{m: _json_value(row[m]) for m in wide.columns}}
+            for name, row in wide.iterrows()
+        ],
+        "significance": rows,
+    }
+    write_text(path, json.dumps(doc, indent=2) + "\n")
+
+
 def check_plot(path: str | None) -> None:
     """Fail before the computation if ``--plot`` cannot be written (matplotlib, file type)."""
     check_out(path, None, "--plot")
@@ -234,12 +270,13 @@ def check_plot(path: str | None) -> None:
         )
 
 
-def write_plot(path: str, frame: pd.DataFrame, top: int | None) -> None:
-    """Save ``treeinner.plot.importance`` of the table to ``path``."""
+def write_plot(path: str, frame: pd.DataFrame, top: int | None, alpha: float = 0.05) -> None:
+    """Save ``treeinner.plot.importance`` of the table (a score table, or a significance
+    table: ``1 - alpha`` intervals) to ``path``."""
     import matplotlib.pyplot as plt
 
     import treeinner.plot
 
-    ax = treeinner.plot.importance(frame, top=top)
+    ax = treeinner.plot.importance(frame, top=top, alpha=alpha)
     ax.figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(ax.figure)

@@ -7,6 +7,7 @@ from typing import Any
 
 from .._api import ATTRIBUTIONS
 from .._methods import DEFAULT_CLI_METHODS, REGISTRY
+from ..selection import DEFAULT_RULE, RULES
 from . import _commands
 from ._compute import MODES
 from ._errors import PROG, UsageError
@@ -84,9 +85,11 @@ def _explain_parser(sub: Any, func: Any) -> None:
     ex = sub.add_parser(
         "explain",
         help="importance of every feature of a saved model on a data set",
-        description="Print one importance column per method for a saved model on a data set "
-        "(normally held-out data: there a negative TreeInner marks a feature the model only "
-        "overfit).",
+        description="Print, for every method, the importance of every feature of a saved "
+        "model on a data set (normally held-out data: there a negative TreeInner marks a "
+        "feature the model only overfit), with its standard error over the rows, a 1 - alpha "
+        "interval, the one-sided p-value of 'score <= 0' and its Benjamini-Hochberg q-value "
+        "(NaN for methods without a one-pass standard error).",
     )
     _data_options(ex)
     ex.add_argument(
@@ -98,9 +101,35 @@ def _explain_parser(sub: Any, func: Any) -> None:
         f"{' '.join(DEFAULT_CLI_METHODS)}, {_commands.STORED_GAINS} left out for models "
         "without split gains)",
     )
-    ex.add_argument("--out", metavar="FILE", help="write the table to FILE.csv or FILE.json")
-    ex.add_argument("--plot", metavar="FILE", help="save a bar chart (FILE.png, .pdf, .svg)")
-    ex.add_argument("--top", type=int, metavar="N", help="print and plot only the top N rows")
+    ex.add_argument(
+        "--out",
+        metavar="FILE",
+        help="write the table to FILE.csv (the significance table's columns: method, feature, "
+        "[output,] score, se, ci_low, ci_high, p_value, q_value) or FILE.json (the settings, "
+        "the scores and the significance table)",
+    )
+    ex.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="save a bar chart with 1 - alpha intervals (FILE.png, .pdf, .svg)",
+    )
+    ex.add_argument(
+        "--top", type=int, metavar="N", help="print and plot only the top N rows (per method)"
+    )
+    ex.add_argument(
+        "--alpha",
+        type=float,
+        default=0.05,
+        metavar="A",
+        help="the intervals are 1 - A normal intervals (default 0.05: 95%%); q-values <= A "
+        "are marked in --plot",
+    )
+    ex.add_argument(
+        "--no-se",
+        action="store_true",
+        help="scores only, one column per method (the table of treeinner.importance, as "
+        "before standard errors existed; --out then writes that table)",
+    )
     ex.add_argument(
         "--n-repeats", type=int, default=5, metavar="N", help="permutations per feature (default 5)"
     )
@@ -109,8 +138,9 @@ def _explain_parser(sub: Any, func: Any) -> None:
         type=int,
         default=0,
         metavar="B",
-        help="add a standard-error column m_se per method from B bootstrap resamples of the "
-        "rows (error bars in --plot; computed in one call, B+1 times the work)",
+        help="instead of the significance table, the score table with a standard-error "
+        "column m_se per method from B bootstrap resamples of the rows (intervals in --plot; "
+        "computed in one call, B+1 times the work)",
     )
     ex.add_argument(
         "--chunk-rows",
@@ -126,8 +156,9 @@ def _select_parser(sub: Any, func: Any, default_method: str) -> None:
     se = sub.add_parser(
         "select",
         help="print the features treeinner.select_features keeps",
-        description="Print, one per line, the features whose importance on the data (normally "
-        "held-out data) is above the threshold, in the model's feature order.",
+        description="Print, one per line, the features treeinner.select_features keeps, judged "
+        "by their importance on the data (normally held-out data) and its standard error over "
+        "the rows, in the model's feature order.",
     )
     _data_options(se)
     se.add_argument(
@@ -136,8 +167,32 @@ def _select_parser(sub: Any, func: Any, default_method: str) -> None:
         metavar="M",
         help=f"importance method (default {default_method})",
     )
-    se.add_argument("--threshold", type=float, default=0.0, help="keep scores above T (default 0)")
-    se.add_argument("--top-k", type=int, metavar="K", help="then keep at most the K highest")
+    se.add_argument(
+        "--rule",
+        choices=RULES,
+        default=None,
+        help="which features to keep: fdr (q-value <= alpha: shown to help on new data), "
+        "interval (drop only the confidently useless: keep those whose one-sided 1-alpha "
+        "upper bound is above 0), threshold (score above --threshold); default "
+        f"{DEFAULT_RULE} for methods with a standard error, threshold for the others or "
+        "when --threshold is given",
+    )
+    se.add_argument(
+        "--alpha",
+        type=float,
+        default=_commands.select_default("alpha"),
+        metavar="A",
+        help="level of the fdr and interval rules, between 0 and 0.5 (default "
+        f"{_commands.select_default('alpha')})",
+    )
+    se.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        metavar="T",
+        help="the threshold rule: keep scores above T (default 0)",
+    )
+    se.add_argument("--top-k", type=int, metavar="K", help="then keep at most the K highest scores")
     se.add_argument("--out", metavar="FILE", help="also write the names to FILE")
     _common_options(se)
     se.set_defaults(func=func)

@@ -177,13 +177,18 @@ def _copy_rows(src, dst, m):
 
 
 @njit(parallel=True, cache=True)
-def staged_pass(X, y, w, nodes, layout, stages, parent, p, forest, need_hc, G, H, C, FI, GS):
+def staged_pass(
+    X, y, w, nodes, layout, stages, parent, p, forest, need_hc, need_split, G, H, C, SQ, N, FI, GS
+):
     """One pass over the rows in boosting order with staged margins and gradients.
 
     For every tree, rows are routed to their leaf, and ``w * g``, ``w * h`` and ``w`` (g, h the
     gradient and hessian at the margin before the tree's boosting round) are added to the
     leaf's entries of ``G``, ``H``, ``C`` (shape (n_chunks, n_nodes): one row per chunk of
     rows, so threads never share an accumulator; ``H`` and ``C`` only with ``need_hc``).
+    With ``need_split``, ``(w * g)**2`` and 1 (the row count) go to ``SQ`` and ``N`` (same
+    shape; otherwise they may be (n_chunks, 1) and are not touched): the per-split standard
+    errors of TreeInner.
     Trees of one round (classes, parallel trees) share the gradients of the round's start, as
     the booster computed them (``stages``, the ``Stages`` of the model).
 
@@ -201,6 +206,8 @@ def staged_pass(X, y, w, nodes, layout, stages, parent, p, forest, need_hc, G, H
         Gc = G[ch]
         Hc = H[ch]
         Cc = C[ch]
+        SQc = SQ[ch]
+        Nc = N[ch]
         idx, buf, F, delta, g, h, gsum = _block_buffers(layout.used, K)
         A = np.zeros((ROW_BLOCK, n_feat, K)) if forest else np.zeros((1, 1, 1))
         for r0 in range(lo, hi, ROW_BLOCK):
@@ -209,7 +216,13 @@ def staged_pass(X, y, w, nodes, layout, stages, parent, p, forest, need_hc, G, H
                 A[:m] = 0.0
             for it in range(iter_ptr.shape[0] - 1):
                 t0 = iter_ptr[it]
-                if K == 1 and not forest and not need_hc and iter_ptr[it + 1] == t0 + 1:
+                if (
+                    K == 1
+                    and not forest
+                    and not need_hc
+                    and not need_split
+                    and iter_ptr[it + 1] == t0 + 1
+                ):
                     # one output, one tree per round: gradient, leaf sum and margin in one loop
                     _route_block(X, r0, m, t0, layout, nodes, f32, buf, idx)
                     for k in range(m):
@@ -235,6 +248,12 @@ def staged_pass(X, y, w, nodes, layout, stages, parent, p, forest, need_hc, G, H
                             wk = w[r0 + k]
                             Hc[leaf] += wk * h[k, c]
                             Cc[leaf] += wk
+                    if need_split:
+                        for k in range(m):
+                            leaf = np.int64(idx[k])
+                            v = w[r0 + k] * g[k, c]
+                            SQc[leaf] += v * v
+                            Nc[leaf] += 1.0
                     if forest:
                         for k in range(m):
                             gsum[k, c] -= g[k, c]

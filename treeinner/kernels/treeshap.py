@@ -11,7 +11,8 @@ Two algorithms:
 
 * ``tree_shap_classic``: Lundberg et al. (2018), Algorithm 2, as a depth-first walk with an
   explicit stack; O(L D^2) per row and tree. The reference the tests check the other against.
-* The linear algorithm used everywhere else (``tree_shap``, ``shap_inner``). With
+* The linear algorithm used everywhere else (``tree_shap``, ``shap_inner``,
+  ``shap_inner_moments``). With
   ``z_j`` the cover fraction and ``o_j`` in {0, 1} the indicator of feature j's splits on the
   path to a leaf of value v (repeated splits on one feature merged by products),
 
@@ -421,14 +422,102 @@ def tree_shap_classic(X, nodes, weight, player, max_depth, f32, out):
 @njit(cache=True, inline="always")
 def _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple, nq, scale, acc, ar, g,
                  hot, Zs, Os, R, C, S):  # fmt: skip
-    """Add ``scale[k]`` times tree t's TreeSHAP values of row ``r0 + k`` to ``acc[ar]``."""
+    """Add ``scale[k]`` times tree t's TreeSHAP values of row ``r0 + k`` to ``acc[ar]``
+    (``ar < 0``: to ``acc[k]``, one slot per row of the block)."""
     tree_offsets = nodes.tree_offsets
     for k in range(m):
         if scale[k] != 0.0:
             _linear_row(
                 X, r0 + k, tree_offsets[t], tree_offsets[t + 1], nodes, lay, tabs, f32,
-                simple, nq, scale[k], acc, ar, g, hot, Zs, Os, R, C, S,
+                simple, nq, scale[k], acc, k if ar < 0 else ar, g, hot, Zs, Os, R, C, S,
             )  # fmt: skip
+
+
+@njit(cache=True)
+def _fold_rows(rows, m, w, r0, pcredit, cu, s1, s2, s2t, swu):
+    """Fold the per-row terms ``rows[:m]`` (player, output) of rows ``r0:r0 + m`` into the
+    moment sums and zero them.
+
+    Each row's terms are first credited to the output features (``pcredit`` (n_players,
+    n_output_features); empty: players are the features), into ``cu``; then ``s1 += cu``,
+    ``s2 += cu**2``, ``s2t += (sum over outputs of cu)**2`` and ``swu += w[row] cu``.
+    """
+    n_players = rows.shape[1]
+    K = rows.shape[2]
+    F = s1.shape[0]
+    credit = pcredit.shape[0] > 0
+    for k in range(m):
+        if credit:
+            for f in range(F):
+                for c in range(K):
+                    cu[f, c] = 0.0
+            for p in range(n_players):
+                for c in range(K):
+                    v = rows[k, p, c]
+                    if v != 0.0:
+                        for f in range(F):
+                            cu[f, c] += v * pcredit[p, f]
+                        rows[k, p, c] = 0.0
+        else:
+            for p in range(n_players):
+                for c in range(K):
+                    cu[p, c] = rows[k, p, c]
+                    rows[k, p, c] = 0.0
+        wk = w[r0 + k]
+        for f in range(F):
+            tot = 0.0
+            for c in range(K):
+                v = cu[f, c]
+                s1[f, c] += v
+                s2[f, c] += v * v
+                swu[f, c] += wk * v
+                tot += v
+            s2t[f] += tot * tot
+
+
+@njit(cache=True)
+def _inner_chunk(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes, lr,
+                 forest, lo, hi, acc, ar, pcredit, s1, s2, s2t, swu):  # fmt: skip
+    """Rows ``lo:hi`` of ``shap_inner`` (``ar >= 0``: into ``acc[ar]``) or of
+    ``shap_inner_moments`` (``ar < 0``: ``acc`` is a (ROW_BLOCK, n_players, n_outputs) buffer
+    of zeros, one slot per row of a block, folded into ``s1``, ``s2``, ``s2t``, ``swu`` by
+    ``_fold_rows`` at the end of every block)."""
+    iter_ptr, base_margin, code, prm, f32, f32_sum = stages
+    tree_group = nodes.tree_group
+    K = base_margin.shape[0]
+    hot, Zs, Os, R, C, S = _work(max_nodes, tabs[0].shape[1])
+    scale = np.empty(ROW_BLOCK)
+    cu = np.empty((s1.shape[0], K))
+    idx, buf, F, delta, g, h, gsum = _block_buffers(layout.used, K)
+    for r0 in range(lo, hi, ROW_BLOCK):
+        m = _start_block(X, r0, hi, layout.used, buf, base_margin, F, gsum)
+        for it in range(iter_ptr.shape[0] - 1):
+            _round_gradients(code, prm, y, r0, m, F, g, h)
+            _copy_rows(F, delta, m)
+            if forest:
+                for k in range(m):
+                    for c in range(K):
+                        gsum[k, c] -= w[r0 + k] * g[k, c]
+            for t in range(iter_ptr[it], iter_ptr[it + 1]):
+                _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+                c = tree_group[t]
+                _add_leaves(delta, idx, nodes.value, m, c, f32_sum)
+                if forest:
+                    continue
+                for k in range(m):
+                    scale[k] = -w[r0 + k] * g[k, c] / lr[t]
+                _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple[t], tree_nq[t],
+                             scale, acc, ar, c, hot, Zs, Os, R, C, S)  # fmt: skip
+            _copy_rows(delta, F, m)
+        if forest:
+            for t in range(nodes.tree_offsets.shape[0] - 1):
+                c = tree_group[t]
+                for k in range(m):
+                    scale[k] = gsum[k, c]
+                _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple[t], tree_nq[t],
+                             scale, acc, ar, c, hot, Zs, Os, R, C, S)  # fmt: skip
+        if ar < 0:
+            _fold_rows(acc, m, w, r0, pcredit, cu, s1, s2, s2t, swu)
 
 
 @njit(parallel=True, cache=True)
@@ -445,39 +534,40 @@ def shap_inner(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_n
     n_outputs): one accumulator per chunk of rows (the caller may use more chunks than threads
     and schedule them dynamically). The TreeSHAP arguments are those of ``tree_shap``.
     """
-    iter_ptr, base_margin, code, prm, f32, f32_sum = stages
-    tree_group = nodes.tree_group
-    K = base_margin.shape[0]
     n_chunks = acc.shape[0]
+    none2 = np.empty((0, 0))
+    none1 = np.empty(0)
     for ch in prange(n_chunks):
         lo, hi = _chunk_rows(ch, n_chunks, X.shape[0])
-        hot, Zs, Os, R, C, S = _work(max_nodes, tabs[0].shape[1])
-        scale = np.empty(ROW_BLOCK)
-        idx, buf, F, delta, g, h, gsum = _block_buffers(layout.used, K)
-        for r0 in range(lo, hi, ROW_BLOCK):
-            m = _start_block(X, r0, hi, layout.used, buf, base_margin, F, gsum)
-            for it in range(iter_ptr.shape[0] - 1):
-                _round_gradients(code, prm, y, r0, m, F, g, h)
-                _copy_rows(F, delta, m)
-                if forest:
-                    for k in range(m):
-                        for c in range(K):
-                            gsum[k, c] -= w[r0 + k] * g[k, c]
-                for t in range(iter_ptr[it], iter_ptr[it + 1]):
-                    _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
-                    c = tree_group[t]
-                    _add_leaves(delta, idx, nodes.value, m, c, f32_sum)
-                    if forest:
-                        continue
-                    for k in range(m):
-                        scale[k] = -w[r0 + k] * g[k, c] / lr[t]
-                    _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple[t], tree_nq[t],
-                                 scale, acc, ch, c, hot, Zs, Os, R, C, S)  # fmt: skip
-                _copy_rows(delta, F, m)
-            if forest:
-                for t in range(nodes.tree_offsets.shape[0] - 1):
-                    c = tree_group[t]
-                    for k in range(m):
-                        scale[k] = gsum[k, c]
-                    _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple[t], tree_nq[t],
-                                 scale, acc, ch, c, hot, Zs, Os, R, C, S)  # fmt: skip
+        _inner_chunk(
+            X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes, lr, forest,
+            lo, hi, acc, np.int64(ch), none2, none2, none2, none1, none2,
+        )  # fmt: skip
+
+
+@njit(parallel=True, cache=True)
+def shap_inner_moments(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes,
+                       lr, forest, pcredit, s1, s2, s2t, swu):  # fmt: skip
+    """``shap_inner``'s per-row terms and the sums of their squares, per chunk of rows.
+
+    A row's term of output feature f and output c is what ``shap_inner`` adds for the row
+    (``w (-g) / lr[t]`` times tree t's SHAP values, summed over trees; for ``forest`` the
+    summed ``w (-g)`` times the summed SHAP values), credited to the output features by
+    ``pcredit`` (n_players, n_output_features; empty: players are the features). Every
+    chunk keeps its rows' terms in a (ROW_BLOCK, n_players, n_outputs) buffer and, at the end
+    of each block of rows, adds to ``s1[chunk, f, c]`` the terms, to ``s2`` their squares,
+    to ``s2t[chunk, f]`` the squares of their sums over outputs and to ``swu`` the terms times
+    ``w``. ``s1``, ``s2``, ``swu`` have shape (n_chunks, n_output_features, n_outputs),
+    ``s2t`` (n_chunks, n_output_features), all zeroed by the caller; other arguments as
+    ``shap_inner``.
+    """
+    n_chunks = s1.shape[0]
+    n_players = pcredit.shape[0] if pcredit.shape[0] > 0 else s1.shape[1]
+    K = s1.shape[2]
+    for ch in prange(n_chunks):
+        lo, hi = _chunk_rows(ch, n_chunks, X.shape[0])
+        rows = np.zeros((ROW_BLOCK, n_players, K))
+        _inner_chunk(
+            X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes, lr, forest,
+            lo, hi, rows, -1, pcredit, s1[ch], s2[ch], s2t[ch], swu[ch],
+        )  # fmt: skip

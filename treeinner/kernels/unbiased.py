@@ -5,7 +5,8 @@ blocks of rows) carries every row's staged margin through the chunk, storing the
 gradient and hessian of each round and the leaf each row reaches in each tree. ``split_draws``
 (parallel over the chunk's trees) then orders a tree's rows by leaf in depth-first order, so
 every node's rows are one slice, and draws rows from those slices by partial in-place
-shuffles.
+shuffles. ``leaf_moments`` adds up, per leaf, the held-out sums the standard error of the
+unbiased gain needs (w g, w h and their squares and product).
 
 Draws come from a counter-based generator keyed by (seed, node, which, draw), so they do not
 depend on the thread count or on the order the trees are processed in. ``draw_positions``
@@ -292,3 +293,30 @@ def split_draws(
                         gh, rows, start[v], cnt[v], k, _key(seed, n, c, d), record, out
                     )
                 rho[n, c] /= n_draws
+
+
+@njit(parallel=True, cache=True)
+def leaf_moments(tree_group, tree_round, t0, t1, leaves, gw, hw, mom):
+    """Add every held-out row's terms to the sums of the leaf it reaches in trees ``t0:t1``.
+
+    With a = w g and b = w h the row's weighted gradient and hessian of the tree's round and
+    group (``gw[tree_round[t - t0], tree_group[t]]``, as in ``split_draws``), ``mom[leaf]``
+    (global node index) gains a, b, a**2, a b, b**2 and 1 (columns 0 to 5). Parallel over the
+    trees, each of which owns its nodes' rows of ``mom``.
+    """
+    n_rows = leaves.shape[1]
+    for j in prange(t1 - t0):
+        t = t0 + j
+        gv = gw[tree_round[j], tree_group[t]]
+        hv = hw[tree_round[j], tree_group[t]]
+        lv = leaves[j]
+        for i in range(n_rows):
+            n = np.int64(lv[i])
+            a = gv[i]
+            b = hv[i]
+            mom[n, 0] += a
+            mom[n, 1] += b
+            mom[n, 2] += a * a
+            mom[n, 3] += a * b
+            mom[n, 4] += b * b
+            mom[n, 5] += 1.0

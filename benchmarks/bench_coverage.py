@@ -1,0 +1,351 @@
+"""Do treeinner's one-pass standard errors mean what they say? (issue 15)
+
+Three studies, each on the simulated data of paper 003 (Section 4.1; ``simulation.simulate``):
+50 independent discrete features, feature j uniform on {0, ..., j}, 5 relevant ones, a
+classification and a regression task.
+
+1. **Coverage.** A model is trained once on 1,000 rows (the paper's Table 1 parameters, as
+   ``simulation.train``) and held fixed. The value each method estimates is computed on
+   1,000,000 fresh rows from the same law: for the sums over rows (TreeInner, ForestInner) the
+   sum scaled to 1,000 rows, for the unbiased gain (ratios of held-out sums) the value itself.
+   Then, 500 times, a validation set of 1,000 fresh rows gives a score and a 95% interval
+   (``treeinner.significance``); reported is the share of repetitions whose interval covers
+   the population value, per feature (the features the model uses), and the ratio of the mean
+   standard error to the standard deviation of the scores over repetitions.
+2. **Against the bootstrap.** On the first validation sets, the one-pass standard error
+   against a 1,000-replicate bootstrap of the validation rows
+   (``treeinner.importance(..., n_bootstrap=1000)``).
+3. **Under the null.** Labels independent of every feature. (a) The boundary of the null: a
+   model of one boosting round whose base margin is the labels' population value (regression
+   y ~ N(0, 1) with base score 0; classification y ~ Bernoulli(1/2) with base score 1/2), so
+   every feature's expected held-out score is exactly 0: the one-sided p-values must be
+   uniform (two-sided Kolmogorov-Smirnov test, pooled over data sets and used features).
+   (b) The model of Table 1 (400 rounds) fitted to the independent labels: the expected
+   held-out scores are <= 0 (an overfit feature hurts), so the p-values must not be smaller
+   than uniform (one-sided KS test). In both, the false discovery proportion of the
+   Benjamini-Hochberg rule at alpha = 0.1 (every discovery is false) averaged over data sets
+   must be at most alpha.
+
+Run from the repository root::
+
+    python benchmarks/bench_coverage.py            # full: 500 repetitions, 1,000,000 rows
+                                                   # (the two tasks in parallel, ~1 h)
+    python benchmarks/bench_coverage.py --quick    # 60 repetitions, 100,000 rows, 40 null sets
+    python benchmarks/bench_coverage.py --replot benchmarks/results/coverage.json  # page only
+
+Writes ``benchmarks/results/coverage.json`` and ``docs/coverage.md`` (``--quick``: its JSON to
+the temporary directory only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numba
+import numpy as np
+import scipy.stats
+import xgboost as xgb
+
+import treeinner
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_predict as bp  # noqa: E402  (shared benchmark helpers)
+import simulation as sim  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "coverage.json"
+DOCS = ROOT / "docs" / "coverage.md"
+METHODS = ("tree_inner", "tree_inner_shap", "forest_inner", "unbiased_gain")
+SUMS = {"tree_inner", "tree_inner_shap", "forest_inner"}  # scale with the number of rows
+LABELS = {
+    "tree_inner": "TreeInner (PreDecomp)",
+    "tree_inner_shap": "TreeInner (TreeSHAP)",
+    "forest_inner": "ForestInner (PreDecomp)",
+    "unbiased_gain": "unbiased gain",
+}
+ALPHA_FDR = 0.1
+
+
+def train(X: np.ndarray, y: np.ndarray, task: str, seed: int, rounds: int, base: float):
+    params = {
+        "objective": "binary:logistic" if task == "classification" else "reg:squarederror",
+        **sim.PARAMS,
+        **sim.LEGACY,
+        "base_score": base,
+        "seed": seed,
+        "nthread": 1,
+    }
+    return xgb.train(params, xgb.DMatrix(X, label=y, nthread=1), rounds)
+
+
+def totals(ens: treeinner.TreeEnsemble, X, y, seed: int) -> dict[str, np.ndarray]:
+    frame = treeinner.importance(ens, X, y, methods=list(METHODS), random_state=seed)
+    return {m: frame[m].to_numpy() for m in METHODS}
+
+
+def population(ens, task, relevant, n_pop, n_valid, seed) -> dict[str, np.ndarray]:
+    """The values a validation set of ``n_valid`` rows estimates, from ``n_pop`` fresh rows."""
+    rng = np.random.default_rng([seed, 1])
+    X, y, _, _ = sim.simulate(rng, task, "variance", n=n_pop, relevant=relevant)
+    values = totals(ens, X, y, seed)
+    return {m: v * (n_valid / n_pop) if m in SUMS else v for m, v in values.items()}
+
+
+def coverage_study(task: str, args: argparse.Namespace) -> dict[str, Any]:
+    rng = np.random.default_rng([args.seed, 0])
+    X, y, relevant, _ = sim.simulate(rng, task, "variance", n=sim.N_TRAIN)
+    ens = treeinner.from_model(train(X, y, task, args.seed, sim.NUM_BOOST_ROUND, 0.5))
+    t0 = time.perf_counter()
+    truth = population(ens, task, relevant, args.n_pop, args.n_valid, args.seed)
+    t_pop = time.perf_counter() - t0
+    scores = {m: [] for m in METHODS}
+    ses = {m: [] for m in METHODS}
+    boot = {m: [] for m in METHODS}
+    onepass = {m: [] for m in METHODS}
+    z = scipy.stats.norm.ppf(0.975)
+    t0 = time.perf_counter()
+    for rep in range(args.reps):
+        Xv, yv, _, _ = sim.simulate(
+            np.random.default_rng([args.seed, 2, rep]), task, "variance", args.n_valid, relevant
+        )
+        frame = treeinner.importance(ens, Xv, yv, methods=list(METHODS), se=True, random_state=rep)
+        for m in METHODS:
+            scores[m].append(frame[m].to_numpy())
+            ses[m].append(frame[f"{m}_se"].to_numpy())
+        if rep < args.boot_sets:
+            b = treeinner.importance(
+                ens, Xv, yv, methods=list(METHODS), n_bootstrap=args.boot, random_state=rep
+            )
+            for m in METHODS:
+                boot[m].append(b[f"{m}_se"].to_numpy())
+                onepass[m].append(frame[f"{m}_se"].to_numpy())
+    t_reps = time.perf_counter() - t0
+    out: dict[str, Any] = {"relevant": relevant.tolist(), "seconds_population": t_pop,
+                           "seconds_repetitions": t_reps, "methods": {}}  # fmt: skip
+    for m in METHODS:
+        S, E = np.array(scores[m]), np.array(ses[m])
+        used = np.flatnonzero(np.any(E > 0, axis=0))
+        covered = np.abs(S - truth[m]) <= z * E
+        cov = covered[:, used].mean(axis=0)
+        sd = S[:, used].std(axis=0, ddof=1)
+        ratio = E[:, used].mean(axis=0) / sd
+        boot_se, one_se = np.array(boot[m]), np.array(onepass[m])
+        keep = boot_se > 0.05 * np.nanmax(boot_se)  # standard errors worth comparing
+        rel = one_se[keep] / boot_se[keep] if keep.any() else np.array([np.nan])
+        c = float(cov.mean())
+        out["methods"][m] = {
+            "features": [int(j) for j in used],
+            "coverage": cov.tolist(),
+            "coverage_mean": c,
+            "coverage_pooled_se": float(np.sqrt(c * (1 - c) / covered[:, used].size)),
+            "se_over_sd": ratio.tolist(),
+            "se_over_sd_median": float(np.median(ratio)),
+            "onepass_over_bootstrap": rel.tolist(),
+            "onepass_over_bootstrap_median": float(np.median(rel)),
+            "onepass_over_bootstrap_max_dev": float(np.max(np.abs(rel - 1.0))),
+        }  # fmt: skip
+    return out
+
+
+def null_study(task: str, rounds: int, args: argparse.Namespace) -> dict[str, Any]:
+    """p-values of used features over data sets with labels independent of X."""
+    pvals = {m: [] for m in METHODS}
+    fdp = {m: [] for m in METHODS}
+    base = 0.5 if task == "classification" else 0.0
+    for rep in range(args.null_sets):
+        rng = np.random.default_rng([args.seed, 3, rounds, rep])
+        n = sim.N_TRAIN + args.n_valid
+        X = rng.integers(0, np.arange(2, sim.N_FEATURES + 2), size=(n, sim.N_FEATURES))
+        X = X.astype(np.float64)
+        y = (rng.random(n) < 0.5).astype(np.float64) if task == "classification" else (
+            rng.normal(size=n))  # fmt: skip
+        ens = treeinner.from_model(
+            train(X[: sim.N_TRAIN], y[: sim.N_TRAIN], task, rep, rounds, base)
+        )
+        table = treeinner.significance(
+            ens, X[sim.N_TRAIN :], y[sim.N_TRAIN :], methods=list(METHODS), random_state=rep
+        )
+        for m in METHODS:
+            t = table[table.method == m]
+            used = ~((t.score == 0) & (t.se == 0))
+            pvals[m].extend(t.p_value[used].tolist())
+            kept = t.q_value <= ALPHA_FDR
+            fdp[m].append(1.0 if kept.any() else 0.0)  # every feature is null
+    out = {}
+    alternative = "two-sided" if rounds == 1 else "greater"  # greater: p below uniform
+    for m in METHODS:
+        p = np.array(pvals[m])
+        ks = scipy.stats.kstest(p, "uniform", alternative=alternative)
+        out[m] = {
+            "n_pvalues": int(p.size),
+            "ks_statistic": float(ks.statistic),
+            "ks_pvalue": float(ks.pvalue),
+            "ks_alternative": alternative,
+            "share_below_0.05": float(np.mean(p <= 0.05)),
+            "share_below_0.1": float(np.mean(p <= 0.1)),
+            "mean_fdp": float(np.mean(fdp[m])),
+        }
+    return out
+
+
+def run_task(task: str, args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "coverage": coverage_study(task, args),
+        "null_boundary": null_study(task, 1, args),
+        "null_overfit": null_study(task, sim.NUM_BOOST_ROUND, args),
+    }
+
+
+def _one_thread() -> None:
+    numba.set_num_threads(1)  # one task per core
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="a smoke run, not written to docs/")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tasks", default=",".join(sim.TASKS))
+    ap.add_argument("--replot", metavar="JSON", help="rewrite docs/coverage.md from a results file")
+    args = ap.parse_args(argv)
+    args.reps = 60 if args.quick else 500
+    args.n_pop = 100_000 if args.quick else 1_000_000
+    args.n_valid = sim.N_VALID
+    args.boot_sets = 1 if args.quick else 2
+    args.boot = 200 if args.quick else 1000
+    args.null_sets = 40 if args.quick else 200
+    return args
+
+
+def report(results: dict[str, Any]) -> list[str]:
+    lines = []
+    for task, r in results["tasks"].items():
+        lines.append(f"\n{task}")
+        for m in METHODS:
+            c = r["coverage"]["methods"][m]
+            lines.append(
+                f"  {m:16s} coverage {c['coverage_mean']:.3f} "
+                f"(per feature {min(c['coverage']):.3f}-{max(c['coverage']):.3f}), "
+                f"se/sd {c['se_over_sd_median']:.3f}, one-pass/bootstrap "
+                f"{c['onepass_over_bootstrap_median']:.3f} "
+                f"(max dev {c['onepass_over_bootstrap_max_dev']:.3f})"
+            )
+        for kind in ("null_boundary", "null_overfit"):
+            for m in METHODS:
+                n = r[kind][m]
+                lines.append(
+                    f"  {kind:14s} {m:16s} KS p {n['ks_pvalue']:.3f} ({n['ks_alternative']}), "
+                    f"P(p<=.05) {n['share_below_0.05']:.3f}, mean FDP {n['mean_fdp']:.3f} "
+                    f"over {n['n_pvalues']} p-values"
+                )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.replot:
+        write_docs(json.loads(Path(args.replot).read_text()))
+        return 0
+    t0 = time.perf_counter()
+    results: dict[str, Any] = {
+        "command": "python benchmarks/bench_coverage.py" + (" --quick" if args.quick else ""),
+        "config": {k: v for k, v in vars(args).items()},
+        "machine": bp.machine_info(1),
+        "git": bp.git_state(),
+        "tasks": {},
+    }
+    tasks = args.tasks.split(",")
+    with ProcessPoolExecutor(len(tasks), initializer=_one_thread) as pool:
+        futures = {task: pool.submit(run_task, task, args) for task in tasks}
+        for task in tasks:
+            results["tasks"][task] = futures[task].result()
+            print("\n".join(report({"tasks": {task: results["tasks"][task]}})), flush=True)
+    results["seconds"] = time.perf_counter() - t0
+    path = Path(tempfile.gettempdir()) / "treeinner_coverage_quick.json" if args.quick else RESULTS
+    path.write_text(json.dumps(results, indent=1))
+    print(f"\nwrote {path} ({results['seconds']:.0f} s)")
+    if not args.quick:
+        write_docs(results)
+    return 0
+
+
+def write_docs(results: dict[str, Any]) -> None:
+    """docs/coverage.md: every number from the results."""
+    cfg = results["config"]
+    m = results["machine"]
+    lines = [
+        "# Coverage of the standard errors",
+        "",
+        "Do the one-pass standard errors of `treeinner.significance` mean what they say? "
+        "Three studies on the simulated data of paper 003 (Section 4.1): 50 independent "
+        "discrete features, 5 of them relevant, a classification and a regression task. "
+        "What each study does is in the docstring of `benchmarks/bench_coverage.py`.",
+        "",
+        f"Generated by `{results['command']}` (commit {results['git']}), "
+        f"{results['seconds'] / 60:.1f} min on {m.get('cpu_model') or 'this machine'} "
+        "(the two tasks in parallel, one thread each).",
+        "",
+        "## Coverage and the bootstrap",
+        "",
+        f"One model per task (the paper's Table 1 parameters, 1,000 training rows) held "
+        f"fixed; the population value from {cfg['n_pop']:,} fresh rows; {cfg['reps']} "
+        f"validation sets of {cfg['n_valid']:,} rows, each giving a 95% interval. Coverage: "
+        "the share of repetitions whose interval holds the population value, averaged over "
+        "the features the model uses (and its range over those features). se / sd: the mean "
+        "standard error over the standard deviation of the scores across repetitions (median "
+        f"over features). One-pass / bootstrap: against a {cfg['boot']}-replicate bootstrap "
+        f"of the rows, on {cfg['boot_sets']} validation sets (median, and the largest "
+        "deviation, over features whose bootstrap error is at least 5% of the largest).",
+        "",
+        "| task | method | coverage | per feature | se / sd | one-pass / bootstrap | "
+        "largest deviation |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for task, r in results["tasks"].items():
+        for meth in METHODS:
+            c = r["coverage"]["methods"][meth]
+            lines.append(
+                f"| {task} | {LABELS[meth]} | {c['coverage_mean']:.3f} "
+                f"| {min(c['coverage']):.2f}-{max(c['coverage']):.2f} "
+                f"| {c['se_over_sd_median']:.3f} | {c['onepass_over_bootstrap_median']:.3f} "
+                f"| {c['onepass_over_bootstrap_max_dev']:.1%} |"
+            )
+    lines += [
+        "",
+        "## Under the null",
+        "",
+        f"{cfg['null_sets']} data sets per task and model with labels independent of every "
+        "feature. *Boundary*: one boosting round with the base margin at the labels' "
+        "population value, so every expected held-out score is exactly 0 and the one-sided "
+        "p-values must be uniform (two-sided Kolmogorov-Smirnov test over the p-values of the "
+        "used features, pooled). *Overfit*: the 400 rounds of Table 1 fitted to the "
+        "independent labels; the expected held-out scores are at most 0, so the p-values must "
+        "not be smaller than uniform (one-sided KS test). Mean FDP: the average over data sets "
+        f"of the share of false discoveries among the features kept at q <= {ALPHA_FDR} (all "
+        "are false here, so it is the chance of keeping any); Benjamini-Hochberg bounds it by "
+        f"{ALPHA_FDR}.",
+        "",
+        "| task | null | method | p-values | KS p | share p <= 0.05 | mean FDP |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for task, r in results["tasks"].items():
+        for kind, label in (("null_boundary", "boundary"), ("null_overfit", "overfit")):
+            for meth in METHODS:
+                n = r[kind][meth]
+                lines.append(
+                    f"| {task} | {label} | {LABELS[meth]} | {n['n_pvalues']} "
+                    f"| {n['ks_pvalue']:.3f} | {n['share_below_0.05']:.3f} "
+                    f"| {n['mean_fdp']:.3f} |"
+                )
+    lines += ["", "## Raw report", "", "```text", *report(results), "```", ""]
+    DOCS.write_text("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""Numba kernels for the sampling moments of held-out importances built from path edges.
+
+TreeInner and ForestInner with path attributions (PreDecomp, Saabas), and the linearised
+unbiased gain, are sums over rows of per-row terms that are, per tree, sums over the edges
+(q -> n) of the row's path of a coefficient of node n times the row's staged gradient or
+hessian, credited to the split column of q. Their standard errors need the per-row terms
+themselves: ``edge_moments`` computes them in one staged pass (as
+``kernels.attribution.staged_pass``) into a per-thread buffer of ``ROW_BLOCK`` rows and folds
+them into per-feature sums of the terms and of their squares.
+
+Every leaf's path is first flattened into a list of (output feature, coefficient of g,
+coefficient of h) with the column credit applied and repeated features merged
+(``leaf_lists``), so that a row adds one short contiguous list per tree. After a block of
+rows, each row's buffer is folded over every feature the lists use, or, where a row touches
+few of them (many features, few trees), over the list of features it touched, so that its
+cost does not grow with the number of features.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .attribution import (
+    _block_buffers,
+    _chunk_rows,
+    _copy_rows,
+    _round_gradients,
+    _start_block,
+)
+from .gradients import grad_hess
+from .routing import ROW_BLOCK, _add_leaves, _route_block
+
+
+@njit(cache=True)
+def _leaf_walk(leaf, parent, feature, dg, dh, cptr, cidx, cval, pos, col, cg, ch, start):
+    """Write leaf ``leaf``'s merged (output feature, dg, dh) list from ``start`` into ``col``,
+    ``cg`` and ``ch`` (``pos[o]``: o's slot in the list being built, -1 if absent; reset before
+    returning); returns the end of the list."""
+    end = start
+    n = leaf
+    q = parent[n]
+    while q >= 0:
+        f = feature[q]
+        a = dg[n]
+        b = dh[n]
+        for e in range(cptr[f], cptr[f + 1]):
+            o = cidx[e]
+            s = pos[o]
+            if s < 0:
+                s = end
+                pos[o] = s
+                col[s] = o
+                cg[s] = 0.0
+                ch[s] = 0.0
+                end += 1
+            cg[s] += cval[e] * a
+            ch[s] += cval[e] * b
+        n = q
+        q = parent[n]
+    for s in range(start, end):
+        pos[col[s]] = -1
+    return end
+
+
+@njit(cache=True)
+def leaf_lists(left, feature, parent, dg, dh, cptr, cidx, cval, n_out, ptr, col, cg, ch):
+    """Fill the flattened per-leaf lists: node n's entries are ``ptr[n]:ptr[n + 1]`` (none at
+    inner nodes), each an output feature ``col`` and its coefficients ``cg`` of the gradient
+    and ``ch`` of the hessian, summed over the path's edges (q -> m) as
+    ``credit(feature[q], o) * dg[m]`` (``dh[m]``). The column credit is given in CSR form
+    (``cptr``, ``cidx``, ``cval``). ``col``, ``cg``, ``ch`` are allocated by the caller at an upper
+    bound of the total length (``leaf_list_size``); returns the total length used."""
+    pos = np.full(n_out, -1, dtype=np.int64)
+    end = 0
+    for n in range(left.shape[0]):
+        ptr[n] = end
+        if left[n] < 0:
+            end = _leaf_walk(n, parent, feature, dg, dh, cptr, cidx, cval, pos, col, cg, ch, end)
+    ptr[left.shape[0]] = end
+    return end
+
+
+@njit(cache=True)
+def leaf_list_size(left, feature, parent, cptr):
+    """An upper bound of the total length of the per-leaf lists (credited edges over every
+    leaf's path)."""
+    total = 0
+    for n in range(left.shape[0]):
+        if left[n] < 0:
+            m = n
+            q = parent[m]
+            while q >= 0:
+                f = feature[q]
+                total += cptr[f + 1] - cptr[f]
+                m = q
+                q = parent[m]
+    return total
+
+
+# what a row adds per tree (``edge_moments``'s ``mode``)
+MODE_G = 0  # coef_g * g
+MODE_GH = 1  # coef_g * g + coef_h * h
+MODE_FOREST = 2  # coef_g (ForestInner's attribution; the gradients are summed apart)
+
+
+@njit(cache=True, inline="always")
+def _add_list(Uk, lo, hi, col, cg, ch, a, b, mode):
+    """Add leaf list ``lo:hi`` to one row's buffer ``Uk`` (of its output), per ``mode``."""
+    if mode == MODE_G:
+        for e in range(lo, hi):
+            Uk[col[e]] += cg[e] * a
+    elif mode == MODE_GH:
+        for e in range(lo, hi):
+            Uk[col[e]] += cg[e] * a + ch[e] * b
+    else:
+        for e in range(lo, hi):
+            Uk[col[e]] += cg[e]
+
+
+@njit(cache=True, inline="always")
+def _touch(touched, nt, mark, k, lo, hi, col):
+    """Record the output features of leaf list ``lo:hi`` that row k touches for the first
+    time."""
+    for e in range(lo, hi):
+        o = col[e]
+        if mark[k, o] == 0:
+            mark[k, o] = 1
+            touched[k, nt[k]] = o
+            nt[k] += 1
+
+
+@njit(cache=True, inline="always")
+def _fold_one(U, k, o, wk, gsum, forest, s1, s2, s2t, swu):
+    """Fold row k's terms of output feature o (``w U``, with ``forest`` times ``gsum``) into
+    the sums and reset them."""
+    tot = 0.0
+    for c in range(U.shape[1]):
+        v = wk * U[k, c, o]
+        if forest:
+            v *= gsum[k, c]
+        U[k, c, o] = 0.0
+        s1[c, o] += v
+        s2[c, o] += v * v
+        swu[c, o] += wk * v
+        tot += v
+    s2t[o] += tot * tot
+
+
+@njit(cache=True, inline="always")
+def _fold_dense(U, k, wk, gsum, forest, s1, s2, s2t, swu, tot):
+    """Fold row k's terms of every feature (contiguous loops over the features)."""
+    K = U.shape[1]
+    for c in range(K):
+        f = wk * gsum[k, c] if forest else wk
+        Ukc = U[k, c]
+        s1c = s1[c]
+        s2c = s2[c]
+        swc = swu[c]
+        for o in range(Ukc.shape[0]):
+            v = f * Ukc[o]
+            Ukc[o] = 0.0
+            s1c[o] += v
+            s2c[o] += v * v
+            swc[o] += wk * v
+            if K > 1:
+                tot[o] += v
+    if K > 1:
+        for o in range(tot.shape[0]):
+            s2t[o] += tot[o] * tot[o]
+            tot[o] = 0.0
+
+
+@njit(cache=True, inline="always")
+def _fold_rows(U, touched, nt, mark, dense, gsum, w, r0, m, forest, s1, s2, s2t, swu, tot):
+    """Fold the block's per-row terms into the chunk's sums of u, u^2, (sum over outputs of
+    u)^2 (only for several outputs: for one it is ``s2``) and w u, and reset the row buffers:
+    every feature (``dense``) or the ones each row touched."""
+    for k in range(m):
+        wk = w[r0 + k]
+        if dense:
+            _fold_dense(U, k, wk, gsum, forest, s1, s2, s2t, swu, tot)
+        else:
+            for i in range(nt[k]):
+                o = touched[k, i]
+                _fold_one(U, k, o, wk, gsum, forest, s1, s2, s2t, swu)
+                mark[k, o] = 0
+            nt[k] = 0
+
+
+@njit(parallel=True, cache=True)
+def edge_moments(X, y, w, nodes, layout, stages, ptr, col, cg, ch, mode, dense, S1, S2, S2T, SWU):
+    """Sums of per-row terms built from the per-leaf lists, over rows, per output feature.
+
+    For every row i the term of output feature o and output c is
+    ``u = w_i sum_t [tree t of output c] sum_(entries e of the list of i's leaf in t)
+    (cg[e] g_{i,t} + ch[e] h_{i,t})`` (``mode`` ``MODE_GH``; ``MODE_G``: without the hessian
+    term), with g, h the gradient and hessian at the margin before tree t's boosting round
+    exactly as ``kernels.attribution.staged_pass`` computes them (``stages``); with
+    ``MODE_FOREST``, ``u = w_i R[i, o, c] GS[i, c]``, R the sum of ``cg[e]`` over the row's
+    lists of the trees of output c and GS the sum over those trees of ``-g`` (ForestInner's
+    factors). ``ptr``, ``col`` (int32), ``cg``, ``ch`` are ``leaf_lists``' output, its
+    features possibly renumbered to the ones used (the caller maps them back).
+
+    Each thread keeps a buffer of ``ROW_BLOCK`` rows x features x outputs and folds a block's
+    rows into its sums after the block: every feature with ``dense``, otherwise only the
+    features each row touched (recorded per row), so that a row's cost does not grow with the
+    number of features.
+
+    Adds ``sum_i u``, ``sum_i u^2``, ``sum_i (sum_c u)^2`` and ``sum_i w_i u`` to ``S1[chunk]``
+    (K, n_out), ``S2[chunk]``, ``S2T[chunk]`` (n_out; with one output it is left to the caller:
+    ``S2``) and ``SWU[chunk]``: one accumulator per chunk of rows (the caller may use more
+    chunks than threads, scheduled dynamically).
+    """
+    iter_ptr, base_margin, code, prm, f32, f32_sum = stages
+    value = nodes.value
+    tree_group = nodes.tree_group
+    K = base_margin.shape[0]
+    n_out = S1.shape[2]
+    n_chunks = S1.shape[0]
+    forest = mode == MODE_FOREST
+    single = K == 1 and iter_ptr.shape[0] - 1 == tree_group.shape[0]
+    for ch_ in prange(n_chunks):
+        lo, hi = _chunk_rows(ch_, n_chunks, X.shape[0])
+        s1 = S1[ch_]
+        s2 = S2[ch_]
+        s2t = S2T[ch_]
+        swu = SWU[ch_]
+        idx, buf, F, delta, g, h, gsum = _block_buffers(layout.used, K)
+        U = np.zeros((ROW_BLOCK, K, n_out))
+        nsp = 1 if dense else ROW_BLOCK
+        touched = np.empty((nsp, n_out), dtype=np.int64)
+        mark = np.zeros((nsp, n_out), dtype=np.uint8)
+        nt = np.zeros(nsp, dtype=np.int64)
+        tot = np.zeros(n_out)
+        for r0 in range(lo, hi, ROW_BLOCK):
+            m = _start_block(X, r0, hi, layout.used, buf, base_margin, F, gsum)
+            if single:
+                # one output, one tree per round: gradient, row terms and margin in one loop
+                for t in range(tree_group.shape[0]):
+                    _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+                    for k in range(m):
+                        leaf = np.int64(idx[k])
+                        a, b = grad_hess(code, prm, y[r0 + k], F[k, 0])
+                        p0 = ptr[leaf]
+                        p1 = ptr[leaf + 1]
+                        if not dense:
+                            _touch(touched, nt, mark, k, p0, p1, col)
+                        _add_list(U[k, 0], p0, p1, col, cg, ch, a, b, mode)
+                        if forest:
+                            gsum[k, 0] -= a
+                        if f32_sum:
+                            F[k, 0] = np.float32(F[k, 0]) + np.float32(value[leaf])
+                        else:
+                            F[k, 0] += value[leaf]
+            else:
+                for it in range(iter_ptr.shape[0] - 1):
+                    _round_gradients(code, prm, y, r0, m, F, g, h)
+                    _copy_rows(F, delta, m)
+                    for t in range(iter_ptr[it], iter_ptr[it + 1]):
+                        _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+                        c = tree_group[t]
+                        for k in range(m):
+                            leaf = np.int64(idx[k])
+                            p0 = ptr[leaf]
+                            p1 = ptr[leaf + 1]
+                            if not dense:
+                                _touch(touched, nt, mark, k, p0, p1, col)
+                            _add_list(U[k, c], p0, p1, col, cg, ch, g[k, c], h[k, c], mode)
+                            if forest:
+                                gsum[k, c] -= g[k, c]
+                        _add_leaves(delta, idx, value, m, c, f32_sum)
+                    _copy_rows(delta, F, m)
+            _fold_rows(U, touched, nt, mark, dense, gsum, w, r0, m, forest, s1, s2, s2t, swu, tot)
