@@ -102,7 +102,8 @@ def _format_significance(table: pd.DataFrame, top: int | None, alpha: float) -> 
         f"se: standard error over the rows; ci: {level} interval; p_value: one-sided, for "
         "score <= 0 on new data; q_value: Benjamini-Hochberg over the features of a method"
         + ("; totals over the classes (per class in --out)" if multi else "")
-        + "; NaN: the method has no one-pass standard error."
+        + "; NaN: the method has no one-pass standard error (se), or its score is positive "
+        "by construction (p_value, q_value of mean |attribution|)."
     )
     return "\n\n".join(blocks) + "\n\n" + textwrap.fill(note, width=100)
 
