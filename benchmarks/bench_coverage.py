@@ -275,6 +275,44 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def reading(results: dict[str, Any]) -> list[str]:
+    """Issue 15's checks, each said as met or not from the numbers."""
+    out = []
+    for task, r in results["tasks"].items():
+        cov = r["coverage"]["methods"]
+        low = [m for m in METHODS if not 0.93 <= cov[m]["coverage_mean"] <= 0.97]
+        far = [LABELS[m] for m in METHODS if abs(cov[m]["onepass_over_bootstrap_median"] - 1) > 0.1]
+        wide = [LABELS[m] for m in METHODS if cov[m]["onepass_over_bootstrap_max_dev"] > 0.1]
+        ks = [
+            f"{k}/{m}"
+            for k in ("null_boundary", "null_overfit")
+            for m in METHODS
+            if r[k][m]["ks_pvalue"] < 0.05
+        ]
+        fdp = [
+            f"{LABELS[m]} ({k.removeprefix('null_')}: {r[k][m]['mean_fdp']:.3f})"
+            for k in ("null_boundary", "null_overfit")
+            for m in METHODS
+            if r[k][m]["mean_fdp"] > ALPHA_FDR
+        ]
+        out.append(
+            f"* {task}: mean coverage in [0.93, 0.97] for "
+            + ("every method" if not low else f"all but {', '.join(low)}")
+            + "; one-pass standard error within 10% of the bootstrap's (median over features) for "
+            + ("every method" if not far else f"all but {', '.join(far)}")
+            + (
+                f" (feature by feature within 10% too, except for {', '.join(wide)})"
+                if wide
+                else " (and feature by feature)"
+            )
+            + "; Kolmogorov-Smirnov "
+            + ("rejects nowhere" if not ks else f"rejects for {', '.join(ks)}")
+            + " (5%); mean false discovery proportion at most 0.1 "
+            + ("everywhere." if not fdp else f"except {', '.join(fdp)}.")
+        )
+    return out
+
+
 def write_docs(results: dict[str, Any]) -> None:
     """docs/coverage.md: every number from the results."""
     cfg = results["config"]
@@ -343,6 +381,8 @@ def write_docs(results: dict[str, Any]) -> None:
                     f"| {n['ks_pvalue']:.3f} | {n['share_below_0.05']:.3f} "
                     f"| {n['mean_fdp']:.3f} |"
                 )
+    lines += ["", "## Reading", ""]
+    lines += reading(results)
     lines += ["", "## Raw report", "", "```text", *report(results), "```", ""]
     DOCS.write_text("\n".join(lines))
 

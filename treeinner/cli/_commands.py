@@ -147,33 +147,18 @@ def _explain_frame(
     X, y, w, reference = data
     total = len(X) if args.bootstrap else work_rows(methods, len(X))
     with _bar(args, f"{PROG} explain", total) as bar:
+        common = {
+            "sample_weight": w,
+            "n_repeats": args.n_repeats,
+            "random_state": args.seed,
+            "reference": reference,
+            "chunk_rows": args.chunk_rows,
+            "progress": bar,
+        }
         if not args.bootstrap and not args.no_se:
-            return compute_significance(
-                ens,
-                X,
-                y,
-                methods,
-                alpha=args.alpha,
-                sample_weight=w,
-                n_repeats=args.n_repeats,
-                random_state=args.seed,
-                reference=reference,
-                chunk_rows=args.chunk_rows,
-                progress=bar,
-            )
+            return compute_significance(ens, X, y, methods, alpha=args.alpha, **common)
         if not args.bootstrap:
-            return compute_importance(
-                ens,
-                X,
-                y,
-                methods,
-                sample_weight=w,
-                n_repeats=args.n_repeats,
-                random_state=args.seed,
-                reference=reference,
-                chunk_rows=args.chunk_rows,
-                progress=bar,
-            )
+            return compute_importance(ens, X, y, methods, **common)
         # standard errors need every method on every resample: one library call
         show_label(bar, f"{len(methods)} methods x {args.bootstrap + 1} resamples")
         frame = treeinner.importance(
