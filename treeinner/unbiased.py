@@ -296,7 +296,7 @@ def _split_draw_var(ens, gain: _Gain) -> np.ndarray:
             r = np.where(ok, mom[u, 0] / hs, 0.0)
             ss = mom[u, 2] - 2.0 * r * mom[u, 3] + r * r * mom[u, 4]  # sum of z^2 (mean 0)
             v = ss / N / (hs / N) ** 2 * (N - k) / (N - 1.0) / k / gain.n_draws
-        out += np.where(ok, gain.G[u] ** 2 * np.maximum(v, 0.0), 0.0)
+            out += np.where(ok, gain.G[u] ** 2 * np.maximum(v, 0.0), 0.0)
     return out
 
 
