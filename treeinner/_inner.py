@@ -16,7 +16,7 @@ from .adapters import from_model
 from .attribution import node_values
 from .ensemble import TreeEnsemble
 from .kernels import attribution as K
-from .treeshap import _shap_inner
+from .treeshap import _shap_inner, _shap_inner_moments
 
 __all__ = ["forest_inner", "tree_inner"]
 
@@ -93,8 +93,6 @@ def tree_inner_moments(
         ``Moments.estimate(mean=False)``.
     """
     if values is None:
-        from .treeshap import _shap_inner_moments
-
         return _shap_inner_moments(ens, X, y, sample_weight, forest=False)
     values = np.asarray(values, dtype=np.float64)
     dg = _edge_dg(ens, values, -1.0 / ens.learning_rate)
@@ -113,18 +111,7 @@ def forest_inner_moments(
     """
     lr = float(np.mean(ens.learning_rate))
     if values is None:
-        from .treeshap import _shap_inner_moments
-
-        m = _shap_inner_moments(ens, X, y, sample_weight, forest=True)
-        return Moments(
-            s1=m.s1 / lr,
-            s2=m.s2 / lr**2,
-            s2_total=m.s2_total / lr**2,
-            n=m.n,
-            sw=m.sw,
-            sw2=m.sw2,
-            swu=None if m.swu is None else m.swu / lr,
-        )
+        return _shap_inner_moments(ens, X, y, sample_weight, forest=True).scaled(1.0 / lr)
     values = np.asarray(values, dtype=np.float64)
     dg = _edge_dg(ens, values, np.full(ens.n_trees, 1.0 / lr))
     return _edge_pass(ens, X, y, sample_weight, dg, np.zeros(ens.n_nodes), True)

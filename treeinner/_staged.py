@@ -52,6 +52,15 @@ def _inputs(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any):
     return obj, n, blocks, yv, w, n_chunks
 
 
+def dynamic_chunks(n: int) -> int:
+    """Chunks of rows for a pass whose rows flow through all trees in boosting order: more
+    chunks than threads, handed out one at a time (run the kernel under
+    ``numba.parallel_chunksize(1)``), so that a thread the OS sets aside does not hold up the
+    whole call; one chunk on one thread."""
+    threads = numba.get_num_threads()
+    return 1 if threads == 1 else max(1, min(8 * threads, -(-n // (4 * ROW_BLOCK))))
+
+
 def _run_staged(ens, X, y, sample_weight, forest_p, need_hc, need_split):
     """The staged pass behind ``_staged`` and ``split_sums``."""
     obj, n, blocks, yv, w, n_chunks = _inputs(ens, X, y, sample_weight)
@@ -165,10 +174,7 @@ def _edge_pass(
     per_row = col.size / max(n_leaves, 1) * ens.n_trees
     if dense is None:
         dense = n_used * Kout <= 2.0 * per_row
-    # more chunks than threads, handed out one at a time: a thread the OS sets aside does not
-    # hold up the call (as in treeshap._shap_inner)
-    threads = numba.get_num_threads()
-    n_chunks = 1 if threads == 1 else max(1, min(8 * threads, -(-n // (4 * ROW_BLOCK))))
+    n_chunks = dynamic_chunks(n)
     S1 = np.zeros((n_chunks, Kout, n_used))
     S2 = np.zeros_like(S1)
     SWU = np.zeros_like(S1)

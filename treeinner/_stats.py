@@ -75,6 +75,13 @@ class Moments:
             swu,
         )
 
+    def scaled(self, c: float) -> Moments:
+        """The moments of the terms ``c * u`` (the weights unchanged)."""
+        swu = None if self.swu is None else self.swu * c
+        return Moments(
+            self.s1 * c, self.s2 * c**2, self.s2_total * c**2, self.n, self.sw, self.sw2, swu
+        )
+
     def estimate(self, mean: bool) -> Estimate:
         """Score and sampling variance, the rows an i.i.d. sample.
 

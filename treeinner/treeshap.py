@@ -12,14 +12,13 @@ import pandas as pd
 from . import _api
 from ._api import public
 from ._format import MISSING_NAN, NUMERIC
-from ._staged import _inputs, stages
+from ._staged import _inputs, dynamic_chunks, stages
 from ._stats import Moments
 from .adapters import from_model
 from .attribution import Attribution, _tree_range
 from .ensemble import TreeEnsemble
 from .kernels import attribution as KA
 from .kernels import treeshap as K
-from .kernels.routing import ROW_BLOCK
 
 __all__ = ["tree_shap"]
 
@@ -268,11 +267,7 @@ def _inner_pass(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any):
     the rows, labels and weights."""
     su = _setup(ens, "auto", 0, ens.n_trees)
     obj, n, blocks, yv, w, _ = _inputs(ens, X, y, sample_weight)
-    # More chunks of rows than threads, handed out one at a time (dynamic scheduling): a row's
-    # staged margins flow through all trees, so a chunk is the unit of work, and with one chunk
-    # per thread a thread the OS sets aside would hold up the whole call.
-    threads = numba.get_num_threads()
-    n_chunks = 1 if threads == 1 else max(1, min(8 * threads, -(-n // (4 * ROW_BLOCK))))
+    n_chunks = dynamic_chunks(n)
     args = (su.ens._nodes(), su.ens._layout, stages(su.ens, obj), su.lay, su.tabs, su.simple,
             su.tree_nq, su.max_nodes, su.ens.learning_rate)  # fmt: skip
     return su, n, blocks, yv, w, n_chunks, args

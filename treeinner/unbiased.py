@@ -318,7 +318,9 @@ def _unbiased_estimate(
     arguments. The sampling variance is that of the delta-method linearisation: every split's
     ratios r_u = sum_u w g / sum_u w h are linearised around the held-out rows' own values, so
     a row reaching child c of split t has influence
-    ``G_c (w g - r_c w h) / H_c - G_t (w g - r_t w h) / H_t`` (``_influence``); a row's
+    ``j_c G_c (w g - r_c w h) / H_c - j_t G_t (w g - r_t w h) / H_t`` with the jackknife's
+    small-sample factor j_u = N_u / (N_u - 1) (``_influence``, which also says how a node of
+    one row is treated); a row's
     influences are summed over all splits of its paths per feature and output
     (``_staged.edge_moments``), and the variance is ``n/(n-1)`` times their sum of squares
     about the mean. With draws (not a constant hessian with uniform weights), the draws'
