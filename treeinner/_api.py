@@ -87,6 +87,18 @@ def check_attribution(attribution: Any, allowed: Sequence[str] = ATTRIBUTIONS) -
 
 
 # ------------------------------------------------------------------------------ random states
+def check_alpha(alpha: Any, upper: float = 1.0) -> float:
+    """``alpha`` (an error rate: of intervals, tests, selection rules) as a float strictly
+    between 0 and ``upper``."""
+    if (
+        isinstance(alpha, (bool, np.bool_))
+        or not isinstance(alpha, (int, float, np.integer, np.floating))
+        or not 0.0 < float(alpha) < upper
+    ):
+        raise ValueError(f"alpha must be a number strictly between 0 and {upper:g}, got {alpha!r}.")
+    return float(alpha)
+
+
 def _check_random_state(random_state: Any) -> Any:
     if random_state is None or isinstance(random_state, np.random.Generator):
         return random_state

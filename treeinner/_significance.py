@@ -3,7 +3,6 @@ false-discovery-rate q-values, from the pass that computes the scores."""
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,17 +19,6 @@ __all__ = ["significance"]
 
 #: What ``treeinner.significance`` tests when no method is named.
 DEFAULT_SIGNIFICANCE_METHODS: tuple[str, ...] = ("tree_inner",)
-
-
-def check_alpha(alpha: Any) -> float:
-    """``alpha`` as a float in (0, 1)."""
-    if (
-        isinstance(alpha, bool)
-        or not isinstance(alpha, numbers.Real)
-        or not 0.0 < float(alpha) < 1.0
-    ):
-        raise ValueError(f"alpha must be a number strictly between 0 and 1, got {alpha!r}.")
-    return float(alpha)
 
 
 def estimates(
@@ -137,7 +125,7 @@ def significance(
     >>> table[table.q_value <= 0.1].feature.tolist()  # doctest: +SKIP
     >>> pooled = treeinner.significance(xgb.XGBRegressor(), X, y, cv=5)  # doctest: +SKIP
     """
-    alpha = check_alpha(alpha)
+    alpha = _api.check_alpha(alpha)
     chosen = [get(name) for name in resolve(methods, attribution)]
     if y is None and any(m.needs_y for m in chosen):
         raise ValueError(

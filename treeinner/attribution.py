@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import _api
+from . import _api, _stats
 from ._api import public
 from ._staged import _staged, _weights
 from .adapters import from_model
@@ -230,14 +230,7 @@ class Attribution:
         >>> attr = treeinner.tree_shap(model, X_valid)  # doctest: +SKIP
         >>> attr.importance().sort_values("score", ascending=False)  # doctest: +SKIP
         """
-        from . import _stats
-
-        if (
-            isinstance(alpha, bool)
-            or not isinstance(alpha, (int, float, np.integer, np.floating))
-            or not 0.0 < float(alpha) < 1.0
-        ):
-            raise ValueError(f"alpha must be a number strictly between 0 and 1, got {alpha!r}.")
+        alpha = _api.check_alpha(alpha)
         v = np.asarray(self.values, dtype=np.float64)
         rows = np.abs(v if v.ndim == 3 else v[:, :, None])
         w = None if sample_weight is None else _weights(sample_weight, rows.shape[0])

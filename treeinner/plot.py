@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._api import public
+from ._api import check_alpha, public
 from .attribution import _feature_matrix, _output_index, _positive_int
 
 __all__ = ["dependence", "importance", "summary"]
@@ -85,8 +85,6 @@ def _interval_factor(alpha: Any) -> float:
     """The half-width of the error bars in standard errors: ``z_{1 - alpha/2}``, or 1."""
     if alpha is None:
         return 1.0
-    from ._significance import check_alpha
-
     return NormalDist().inv_cdf(1.0 - check_alpha(alpha) / 2.0)
 
 

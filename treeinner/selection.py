@@ -85,13 +85,9 @@ def _check_rule(rule: Any, threshold: Any, method: Method) -> tuple[str, float]:
 
 
 def _check_alpha(alpha: Any) -> float:
-    if (
-        isinstance(alpha, (bool, np.bool_))
-        or not isinstance(alpha, numbers.Real)
-        or not 0.0 < float(alpha) < 0.5
-    ):
-        raise ValueError(f"alpha must be a number strictly between 0 and 0.5, got {alpha!r}.")
-    return float(alpha)
+    """The selection rules' alpha: below 0.5, so that the one-sided bound of ``interval``
+    lies above the score."""
+    return _api.check_alpha(alpha, upper=0.5)
 
 
 def _keep_by_rule(

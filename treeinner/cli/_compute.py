@@ -16,7 +16,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from .. import _stats
-from .._api import n_rows
+from .._api import check_alpha, n_rows
 from .._methods import Method, Options, get, significance_table, total_weight
 
 MODES = ("auto", "always", "never")
@@ -299,8 +299,6 @@ def compute_significance(
         ``score``, ``se``, ``ci_low``, ``ci_high``, ``p_value``, ``q_value``; the methods in
         the order given, the features in the model's order.
     """
-    from .._significance import check_alpha
-
     alpha = check_alpha(alpha)
     ens, y, opts, chunk_rows = _setup(
         model, y, sample_weight, n_repeats, random_state, reference, chunk_rows
