@@ -22,6 +22,7 @@ import numpy as np
 from . import _api, _stats
 from ._methods import Method, Options, total_weight
 from .adapters import from_model
+from .ensemble import TreeEnsemble
 
 __all__ = [
     "FEATURE_PARAMS",
@@ -84,10 +85,10 @@ def encode_labels(model: Any, y: Any) -> Any:
     return pos.astype(np.float64)
 
 
-def needs_reference(model: Any) -> bool:
-    """Whether the model keeps no hessian covers (CatBoost beyond RMSE), so that the methods
-    the registry marks ``uses_reference`` need the training data."""
-    return not bool(np.all(np.isfinite(from_model(model).cover)))
+def needs_reference(ens: TreeEnsemble) -> bool:
+    """Whether the ensemble keeps no hessian covers (CatBoost beyond RMSE), so that the
+    methods the registry marks ``uses_reference`` need the training data."""
+    return not bool(np.all(np.isfinite(ens.cover)))
 
 
 # ------------------------------------------------------------------------------ rows, columns
@@ -470,7 +471,7 @@ def crossfit(
                 f"{n_outputs} (a class missing from a split's training rows?); cannot pool them."
             )
         reference = None
-        if uses_reference and needs_reference(model):
+        if uses_reference and needs_reference(ens):
             # no stored hessian covers (CatBoost beyond RMSE): node values and training sums
             # from the rows the fold's model was trained on
             reference = (take(X, train, cols), encode_labels(model, y[train]))
