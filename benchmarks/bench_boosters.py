@@ -8,13 +8,17 @@ sides, it times
 
 * ``ens.predict_margin(X)`` against ``booster.predict(X, raw_score=True)`` (LightGBM) and
   ``model.predict(X, prediction_type="RawFormulaVal", thread_count=threads)`` (CatBoost);
-* ``treeinner.tree_inner(ens, X, y, attribution="predecomp")`` against the same booster call.
+* ``treeinner.tree_inner(ens, X, y, attribution="predecomp")`` against the same booster call;
+* for CatBoost, ``treeinner.tree_shap(ens, X)`` against
+  ``model.get_feature_importance(Pool(X), type="ShapValues", thread_count=threads)`` on the
+  first ``--shap-rows`` rows (Pool built outside the timed call).
 
 Each time is the best of ``--repeats`` runs after a warm-up call (Numba compilation
 excluded); the calls of one comparison alternate within each repeat. Inline checks: the margins
 equal the booster's (LightGBM to 1e-12 relative, CatBoost to 1e-6 relative, its float32
-sums), and TreeInner on the training rows equals the boosters' total gain where they report
-it (LightGBM ``feature_importance("gain")``, normalized, to 1e-6).
+sums), CatBoost's TreeSHAP values equal its ``ShapValues`` (to 1e-9 of the largest), and
+TreeInner on the training rows equals the boosters' total gain where they report it (LightGBM
+``feature_importance("gain")``, normalized, to 1e-6).
 
 Run from the repository root::
 
@@ -146,12 +150,29 @@ def bench_booster(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         checks["total_gain_identity_max_abs"] = gap
         if gap > 1e-6:
             raise SystemExit(f"lightgbm: TreeInner on the training rows is off by {gap:.2e}")
+    ops = [
+        ("predict_margin", lambda: ens.predict_margin(Xp), own),
+        ("tree_inner", lambda: treeinner.tree_inner(ens, Xp, yp), own),
+    ]
+    if name == "catboost" and args.shap_rows:
+        import catboost as cb
+
+        Xs = Xp[: args.shap_rows]
+        pool = cb.Pool(Xs)
+
+        def own_shap():
+            return model.get_feature_importance(pool, type="ShapValues", thread_count=args.threads)
+
+        ours = treeinner.tree_shap(ens, Xs).values
+        theirs = np.asarray(own_shap())[:, :-1]
+        gap = float(np.max(np.abs(ours - theirs)) / max(1.0, np.max(np.abs(theirs))))
+        checks["shap_max_rel_err"] = gap
+        if gap > 1e-9:
+            raise SystemExit(f"catboost: TreeSHAP differs from ShapValues by {gap:.2e}")
+        ops.append(("tree_shap", lambda: treeinner.tree_shap(ens, Xs), own_shap))
     out = []
-    for op, fn in [
-        ("predict_margin", lambda: ens.predict_margin(Xp)),
-        ("tree_inner", lambda: treeinner.tree_inner(ens, Xp, yp)),
-    ]:
-        best, _ = bp.best_of({"treeinner": fn, "booster": own}, args.repeats)
+    for op, fn, theirs_fn in ops:
+        best, _ = bp.best_of({"treeinner": fn, "booster": theirs_fn}, args.repeats)
         out.append(
             {
                 "booster": name,
@@ -174,6 +195,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--depth", type=int, default=6)
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument(
+        "--shap-rows",
+        type=int,
+        default=10_000,
+        help="rows of the CatBoost TreeSHAP comparison (0: skip it; default 10000)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--boosters", default="lightgbm,catboost")
     p.add_argument("--retrain", action="store_true", help="ignore the cached models")
@@ -210,8 +237,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['booster_s']:>12.4f} {r['ratio']:>7.2f}"
         )
     print(
-        "\nratio = treeinner / the booster's own raw prediction on the same rows and threads "
-        "(lower is better); margins checked against the booster's."
+        "\nratio = treeinner / the booster's own call on the same rows and threads (raw "
+        "prediction; for tree_shap CatBoost's ShapValues; lower is better); margins and SHAP "
+        "values checked against the booster's."
     )
     args.output.parent.mkdir(parents=True, exist_ok=True)
     doc = {

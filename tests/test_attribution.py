@@ -593,7 +593,16 @@ def test_to_shap_multiclass_and_categorical_frame():
     codes[codes < 0] = np.nan
     np.testing.assert_array_equal(e.data[:, 4], codes)
     np.testing.assert_array_equal(e.data[:, :4], X[["a", "b", "c", "d"]].to_numpy())
-    assert e.display_data is not None and list(e.display_data.columns) == list(X.columns)
+    # ... and its labels (NaN where missing) per row in display_data, the floats elsewhere
+    labels = X["colour"].astype(object).to_numpy()
+    assert e.display_data.dtype == object and e.display_data.shape == (n, p)
+    assert all(
+        (pd.isna(u) and pd.isna(v)) or u == v
+        for u, v in zip(e.display_data[:, 4], labels, strict=True)
+    )
+    np.testing.assert_array_equal(e.display_data[:, :4].astype(np.float64), e.data[:, :4])
+    i = int(np.flatnonzero(pd.notna(labels))[0])
+    assert e[i].display_data[4] == labels[i] and e[i].data[4] == e.data[i, 4]
     for k in range(3):
         ek = a.to_shap(X[X.columns[::-1]], output=k)  # columns matched by name
         np.testing.assert_array_equal(ek.values, a.values[:, :, k])
@@ -616,8 +625,8 @@ def test_to_shap_errors(monkeypatch):
         a.to_shap(X[:, :3])
     with pytest.raises(ValueError, match="f3"):
         a.to_shap(pd.DataFrame(X[:, :3], columns=["f0", "f1", "f2"]))
-    with pytest.raises(ValueError, match="'f1'.*numeric"):
-        a.to_shap(pd.DataFrame(X, columns=["f0", "f1", "f2", "f3"]).assign(f1="x"))
+    with pytest.raises(ValueError, match="'f1'.*neither numeric, string nor categorical"):
+        a.to_shap(pd.DataFrame(X, columns=["f0", "f1", "f2", "f3"]).assign(f1=[(1,)] * len(X)))
     single = treeinner.predecomp(_model("reg:squarederror")[1], X)
     assert single.to_shap(output=0).values.shape == X.shape
     with pytest.raises(ValueError, match="output"):

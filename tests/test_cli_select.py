@@ -9,7 +9,7 @@ import pytest
 
 import treeinner
 from treeinner import cli
-from treeinner.selection import DEFAULT_RULE
+from treeinner.selection import DEFAULT_ALPHA, DEFAULT_RULE
 
 xgb = pytest.importorskip("xgboost")
 
@@ -44,13 +44,15 @@ def _run(capsys, argv):
 @pytest.mark.parametrize(
     "extra, kw",
     [
-        (["--rule", "fdr"], {"rule": "fdr"}),
+        # without --alpha: the rule's default level
+        (["--rule", "fdr"], {"rule": "fdr", "alpha": 0.1}),
+        (["--rule", "interval"], {"rule": "interval", "alpha": 0.2}),
+        ([], {"rule": "interval", "alpha": 0.2}),
         (
             ["--rule", "fdr", "--alpha", "0.01", "--top-k", "2"],
             {"rule": "fdr", "alpha": 0.01, "top_k": 2},
         ),
         (["--rule", "interval", "--alpha", "0.3"], {"rule": "interval", "alpha": 0.3}),
-        ([], {}),
         (["--threshold", "5"], {"threshold": 5.0}),
         (["--rule", "threshold"], {"rule": "threshold"}),
         (["--method", "permutation"], {"method": "permutation", "random_state": 0}),
@@ -77,11 +79,22 @@ def test_select_fdr_keeps_the_signal_and_the_default_rule(saved, capsys):
     )
     assert code == 0
     assert lines == list(table.index[table.q_value <= 0.1]) == SIGNAL
-    # the default rule (interval) keeps every feature whose one-sided bound is above 0
-    assert DEFAULT_RULE == "interval"
+    # the default rule (interval) at its default alpha 0.2 keeps every feature whose one-sided
+    # 80% bound is above 0
+    assert DEFAULT_RULE == "interval" and DEFAULT_ALPHA["interval"] == 0.2
     code, lines, _ = _run(capsys, ["select", path, "--data", valid, "--target", "y"])
-    upper = table.score + 1.2815515655446004 * table.se
+    upper = table.score + 0.8416212335729143 * table.se
     assert lines == list(table.index[upper > 0])
+
+
+def test_select_alpha_defaults_to_the_rules_own(capsys):
+    parser = cli.build_parser()
+    args = parser.parse_args(["select", "model.json", "--data", "d.csv", "--target", "y"])
+    assert args.alpha is None  # resolved by select_features, per rule
+    with pytest.raises(SystemExit):
+        parser.parse_args(["select", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: the rule's, 0.1 for fdr, 0.2 for interval)" in text
 
 
 @pytest.mark.parametrize(

@@ -213,9 +213,68 @@ def test_selector_pools_as_significance_does():
     pd.testing.assert_frame_equal(sel.significance_, table)
     assert list(sel.get_feature_names_out()) == list(table.feature[table.q_value <= 0.1])
     # cv=int: the same shuffled folds as significance's for the same random_state
+    # (the default interval rule's alpha 0.2: the table's two-sided level is 1 - 2 alpha)
     sel = TreeInnerSelector(est, cv=3, refit=False, random_state=9).fit(X, y)
-    again = treeinner.significance(est, X, y, cv=3, random_state=9, alpha=0.2)
+    again = treeinner.significance(est, X, y, cv=3, random_state=9, alpha=0.4)
     pd.testing.assert_frame_equal(sel.significance_, again)
+
+
+def _spy_splits(monkeypatch):
+    """The splits every ``_crossfit.split_rows`` call returns, in a list."""
+    seen = []
+    real = _crossfit.split_rows
+
+    def spy(*args, **kw):
+        out = real(*args, **kw)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(_crossfit, "split_rows", spy)
+    return seen
+
+
+def test_selector_default_cross_fits_five_folds(monkeypatch):
+    seen = _spy_splits(monkeypatch)
+    X, y = _data(n=300, kind="binary")
+    est = _xgb(xgb.XGBClassifier, n_estimators=5)
+    sel = TreeInnerSelector(est, refit=False, random_state=3).fit(X, y)
+    (splits,) = seen
+    assert len(splits) == 5
+    # every row held out (scored) exactly once, never by a model that trained on it
+    held = np.concatenate([test for _, test in splits])
+    np.testing.assert_array_equal(np.sort(held), np.arange(300))
+    for train, test in splits:
+        np.testing.assert_array_equal(np.sort(np.concatenate([train, test])), np.arange(300))
+        # stratified: each fold holds out a fifth of the positives (give or take one)
+        assert abs(y[test].sum() - y.sum() / 5) <= 1
+    # the pooled score is the sum over the five folds' held-out rows
+    parts = _by_hand(est, X, y, splits, ["tree_inner"])
+    np.testing.assert_allclose(sel.scores_, sum(t["score"] for t, _ in parts), rtol=1e-9)
+    # the same table as significance's with cv=5 and the same random_state
+    again = treeinner.significance(est, X, y, cv=5, random_state=3, alpha=0.4)
+    pd.testing.assert_frame_equal(sel.significance_, again)
+    # shuffled folds seeded by random_state
+    TreeInnerSelector(est, refit=False, random_state=4).fit(X, y)
+    assert not np.array_equal(seen[-1][0][1], splits[0][1])
+
+
+def test_selector_cv_none_holds_out_validation_fraction(monkeypatch):
+    seen = _spy_splits(monkeypatch)
+    X, y = _data(n=200)
+    est = _xgb(n_estimators=5)
+    sel = TreeInnerSelector(est, cv=None, validation_fraction=0.4, refit=False, random_state=0)
+    sel.fit(X, y)
+    ((train, test),) = seen[-1]
+    assert len(test) == 80 and len(train) == 120
+    assert len(np.intersect1d(train, test)) == 0
+    model = clone(est).fit(X.iloc[train], y[train])
+    expected = treeinner.significance(model, X.iloc[test], y[test], alpha=0.4)
+    pd.testing.assert_frame_equal(sel.significance_, expected)
+    # with cv given (the default 5), validation_fraction is not used, not even checked
+    TreeInnerSelector(est, validation_fraction=2.0, refit=False).fit(X, y)
+    assert len(seen[-1]) == 5
+    with pytest.raises(ValueError, match="validation_fraction"):
+        TreeInnerSelector(est, cv=None, validation_fraction=2.0).fit(X, y)
 
 
 @pytest.mark.parametrize(

@@ -729,3 +729,138 @@ def test_float32_bounds_scalar_and_dtype_input():
     np.testing.assert_array_equal(b32, b64)
     assert float(np.asarray(float32_le_bound(np.float32(1.0)))) > 1.0
     assert float(np.asarray(float32_lt_bound(np.float32(1.0)))) < 1.0
+
+
+# ------------------------------------------------------------------ input maps (issue 16)
+class _ScaledInput:
+    """A toy input map: the kernels read the columns of X multiplied by ``scale``; saved as
+    the document ``{"scale": ...}``."""
+
+    routes_off_path = True
+
+    def __init__(self, scale: float, names: tuple[str, ...]) -> None:
+        self.scale = scale
+        self.output_names = self.column_names = names
+        self.credit = np.eye(len(names))
+
+    def transform(self, X):
+        return np.asarray(X, dtype=np.float64) * self.scale
+
+    def saved_state(self):
+        return "test-scaled", {"scale": self.scale}
+
+
+def test_input_map_saved_and_rebuilt_by_its_registered_kind(reg_case, tmp_path):
+    """An ensemble with an input map is saved with its document (format version 3) and loaded
+    through the rebuilder registered for its kind; without one, or for a map that cannot be
+    saved, a clear error."""
+    from treeinner import ensemble as E
+
+    names = reg_case.ens.feature_names
+    ens = reg_case.ens.replace(input_map=_ScaledInput(0.5, names))
+    want = ens.predict_margin(reg_case.X)
+    assert not np.array_equal(want, reg_case.ens.predict_margin(reg_case.X))
+    path = tmp_path / "mapped.npz"
+    ens.save(path)
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(z["__meta__"].tobytes().decode())
+        doc = json.loads(z["input_map_document"].tobytes().decode())
+    assert meta["format_version"] == 3 and meta["input_map"] == "test-scaled"
+    assert doc == {"scale": 0.5}
+    with pytest.raises(ValueError, match="no adapter has registered"):
+        treeinner.load(path)
+    seen = []
+
+    def rebuild(document, loaded):
+        seen.append(loaded.input_map)
+        return _ScaledInput(document["scale"], loaded.feature_names)
+
+    E.register_input_map("test-scaled", rebuild)
+    try:
+        back = treeinner.load(path)
+    finally:
+        del E._INPUT_MAP_LOADERS["test-scaled"]
+    assert seen == [None]
+    _assert_same_ensemble(reg_case.ens, back.replace(input_map=None))
+    assert back.input_map.scale == 0.5
+    np.testing.assert_array_equal(back.predict_margin(reg_case.X), want)
+
+    class Unsaveable(_ScaledInput):
+        saved_state = None
+
+    with pytest.raises(ValueError, match="cannot be saved"):
+        reg_case.ens.replace(input_map=Unsaveable(1.0, names)).save(tmp_path / "never.npz")
+
+
+@pytest.mark.parametrize("loss", ["Logloss", "MultiClass"])
+def test_categorical_catboost_saved_and_reloaded_predicts_identically(loss, tmp_path):
+    """A CatBoost model with categorical (CTR and one-hot) splits routes rows through CatBoost:
+    saved with its JSON export, reloaded (never unpickled) it routes and predicts identically,
+    unseen categories included."""
+    cb = pytest.importorskip("catboost")
+    rng = np.random.default_rng(7)
+    n = 600
+
+    def data(n):
+        X = pd.DataFrame(
+            {
+                "a": rng.normal(size=n),
+                "c1": rng.choice(["x", "y", "z"], n),
+                "c2": rng.choice([f"k{i}" for i in range(8)], n),
+                "b": rng.normal(size=n),
+            }
+        )
+        s = X["a"] + (X["c1"] == "x") + X["c2"].isin(["k1", "k2", "k3"])
+        y = (s + rng.normal(size=n) > 0.7).astype(int) + (loss == "MultiClass") * (X["b"] > 0)
+        return X, y.to_numpy()
+
+    X, y = data(n)
+    Xv, _ = data(200)
+    Xv.loc[:3, "c2"] = "never-seen"
+    model = cb.CatBoostClassifier(
+        loss_function=loss,
+        iterations=12,
+        depth=3,
+        verbose=0,
+        thread_count=1,
+        random_seed=0,
+        allow_writing_files=False,
+        cat_features=["c1", "c2"],
+        one_hot_max_size=3,
+    ).fit(X, y)
+    ens = quiet_ensemble(model)
+    assert ens.input_map is not None
+    path = tmp_path / "cat.npz"
+    ens.save(path)
+    with np.load(path, allow_pickle=False) as z:
+        assert all(not z[k].dtype.hasobject for k in z.files)
+    back = quiet(treeinner.load, path)
+    assert back.input_map is not None and back.output_names == ens.output_names
+    raw = np.asarray(model.predict(Xv, prediction_type="RawFormulaVal"))
+    margin = back.predict_margin(Xv)
+    np.testing.assert_array_equal(margin, ens.predict_margin(Xv))
+    np.testing.assert_allclose(np.squeeze(margin), raw, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(back.leaf_index(Xv), ens.leaf_index(Xv))
+    np.testing.assert_array_equal(
+        treeinner.tree_shap(back, Xv).values, treeinner.tree_shap(ens, Xv).values
+    )
+    # a file whose stored model does not describe its trees is refused
+    other = cb.CatBoostClassifier(
+        loss_function=loss,
+        iterations=5,
+        depth=2,
+        verbose=0,
+        thread_count=1,
+        random_seed=1,
+        allow_writing_files=False,
+        cat_features=["c1", "c2"],
+    ).fit(X, y)
+    other_path = tmp_path / "other.npz"
+    quiet_ensemble(other).save(other_path)
+    bad = tmp_path / "bad.npz"
+    with np.load(path, allow_pickle=False) as a, np.load(other_path, allow_pickle=False) as b:
+        members = {k: a[k] for k in a.files}
+        members["input_map_document"] = b["input_map_document"]
+    np.savez_compressed(bad, **members)
+    with pytest.raises(ValueError, match="does not describe"):
+        quiet(treeinner.load, bad)

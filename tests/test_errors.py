@@ -184,9 +184,10 @@ def test_pandas_series(ens, named_ens):
 )
 def test_non_numeric_dataframe_column(named_ens, column):
     e, df = named_ens
+    used = e.feature_names[int(e.feature[e.left >= 0][0])]  # a column some split reads
     bad = df.iloc[:10].copy()
-    bad["c"] = column.to_numpy() if column.dtype != "string" else column.array
-    with pytest.raises(TypeError, match=r"Columns must be numeric.*'c'"):
+    bad[used] = column.to_numpy() if column.dtype != "string" else column.array
+    with pytest.raises(TypeError, match=rf"Columns must be numeric.*'{used}'"):
         e.predict_margin(bad)
 
 

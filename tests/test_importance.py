@@ -638,5 +638,9 @@ def test_importance_reference_reaches_the_methods_that_use_it():
     assert not np.allclose(got["tree_inner"], plain["tree_inner"])  # the reference was used
     with pytest.raises(ValueError, match="reference"):
         treeinner.importance(model, Xv, yv, methods=["tree_inner_saabas"], reference=ref)
-    with pytest.raises(ValueError, match="n_bootstrap"):
-        treeinner.importance(model, Xv, yv, methods=["tree_inner"], reference=ref, n_bootstrap=3)
+    # the bootstrap resamples the evaluation rows, the reference fixed
+    boot = treeinner.importance(
+        model, Xv, yv, methods=["tree_inner"], reference=ref, n_bootstrap=3, random_state=0
+    )
+    np.testing.assert_allclose(boot["tree_inner"], got["tree_inner"])
+    assert (boot["tree_inner_se"] > 0).all()

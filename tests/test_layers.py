@@ -26,7 +26,7 @@ LOWER_LAYERS = [
     "ensemble",
     "objectives | _input | _thresholds",
     "kernels",
-    "_format",
+    "_format | _calls",
 ]
 
 

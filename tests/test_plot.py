@@ -394,8 +394,8 @@ def test_summary_bad_inputs(models):
         tplot.summary(attr, X.to_numpy()[:-1])
     with pytest.raises(ValueError, match="'e'"):
         tplot.summary(attr, X.drop(columns="e"))
-    bad = X.assign(d=["x"] * len(X))
-    with pytest.raises(ValueError, match="'d'.*numeric"):
+    bad = X.assign(d=[{"x": 1}] * len(X))
+    with pytest.raises(ValueError, match="'d'.*neither numeric, string nor categorical"):
         tplot.summary(attr, bad)
     with pytest.raises(ValueError, match="max_display"):
         tplot.summary(attr, X, max_display=0)

@@ -7,6 +7,7 @@ on hand-made tables."""
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from statistics import NormalDist
 
@@ -21,7 +22,7 @@ from sklearn.utils.estimator_checks import estimator_checks_generator
 import treeinner
 from treeinner import TreeInnerSelector
 from treeinner.booster import GBMClassifier, GBMRegressor
-from treeinner.selection import DEFAULT_RULE, RULES, _keep_by_rule
+from treeinner.selection import DEFAULT_ALPHA, DEFAULT_RULE, RULES, _check_alpha, _keep_by_rule
 
 SIGNAL = ["s0", "s1", "s2"]
 NOISE = [f"n{j}" for j in range(6)]
@@ -70,6 +71,40 @@ def _mask(frame, rule, alpha=0.1, threshold=0.0, top_k=None):
 def test_default_rule_is_one_of_the_rules():
     assert DEFAULT_RULE in RULES
     assert RULES == ("fdr", "interval", "threshold")
+
+
+def test_default_alpha_is_each_rules_own(monkeypatch):
+    # the documented defaults: alpha=None everywhere, resolved per rule
+    assert DEFAULT_ALPHA == {"fdr": 0.1, "interval": 0.2}
+    assert set(DEFAULT_ALPHA) == set(RULES) - {"threshold"}  # the threshold rule has no level
+    assert inspect.signature(treeinner.select_features).parameters["alpha"].default is None
+    assert _check_alpha(None, "fdr") == 0.1
+    assert _check_alpha(None, "interval") == 0.2
+    assert _check_alpha(None, "threshold") == 0.1  # only the level of the reported table
+    assert _check_alpha(0.3, "fdr") == 0.3
+    for doc in (treeinner.select_features.__doc__, TreeInnerSelector.__doc__):
+        assert "alpha : float or None, default None" in doc
+        assert '0.1 for ``"fdr"``, 0.2' in doc
+
+
+def test_select_features_reads_the_default_alpha(overfit, monkeypatch):
+    model, X, y = overfit
+    Xv, yv = X[300:], y[300:]
+    for rule, level in DEFAULT_ALPHA.items():
+        assert treeinner.select_features(model, Xv, yv, rule=rule) == treeinner.select_features(
+            model, Xv, yv, rule=rule, alpha=level
+        )
+    default = treeinner.select_features(model, Xv, yv)
+    assert default == treeinner.select_features(model, Xv, yv, rule="interval", alpha=0.2)
+    # alpha=None is looked up when the call is made: a wide bound keeps every feature here
+    monkeypatch.setitem(DEFAULT_ALPHA, "interval", 0.01)
+    wide = treeinner.select_features(model, Xv, yv)
+    assert wide == treeinner.select_features(model, Xv, yv, alpha=0.01) == list(X.columns)
+    assert len(default) < len(wide)
+    # the threshold rule ignores alpha=None (and any level)
+    assert treeinner.select_features(model, Xv, yv, rule="threshold") == (
+        treeinner.select_features(model, Xv, yv, rule="threshold", alpha=0.3)
+    )
 
 
 def test_fdr_rule_on_a_table():
@@ -145,9 +180,10 @@ def test_select_features_each_rule_on_xgboost(xgb_noise, rule):
     table = treeinner.significance(model, Xv, yv).set_index("feature")
     score, se, q = table["score"], table["se"], table["q_value"]
     np.testing.assert_allclose(score, treeinner.tree_inner(model, Xv, yv), rtol=1e-9)
+    # alpha=None: each rule's default level (fdr 0.1; interval 0.2, the one-sided 80% bound)
     expected = {
         "fdr": q <= 0.1,
-        "interval": score + NormalDist().inv_cdf(0.9) * se > 0,
+        "interval": score + NormalDist().inv_cdf(0.8) * se > 0,
         "threshold": score > 0,
     }[rule]
     kept = treeinner.select_features(model, Xv, yv, rule=rule)
@@ -243,12 +279,12 @@ def test_select_features_methods_match_importance(overfit, method, attribution, 
         with pytest.raises(ValueError, match="needs standard errors"):
             treeinner.select_features(model, Xv, yv, rule="interval", **kw)
         return
-    # the default rule: the one-sided 90% upper bound of the score is above 0
+    # the default rule at its default level: the one-sided 80% upper bound is above 0
     table = treeinner.significance(
         model, Xv, yv, methods=[column], sample_weight=w, random_state=3
     ).set_index("feature")
     np.testing.assert_allclose(table["score"], scores, rtol=1e-9, atol=1e-12)
-    upper = table["score"] + NormalDist().inv_cdf(0.9) * table["se"]
+    upper = table["score"] + NormalDist().inv_cdf(0.8) * table["se"]
     assert treeinner.select_features(model, Xv, yv, **kw) == list(X.columns[upper > 0])
 
 
@@ -260,8 +296,9 @@ def test_select_features_multiclass_uses_the_total():
     kept = treeinner.select_features(model, X[300:], y[300:], rule="threshold")
     assert kept == [f for f in X.columns if per_class.loc[f, "total"] > 0]
     assert set(SIGNAL) <= set(kept)
-    # the rules read the total's standard error (the square of each row's total over classes)
-    table = treeinner.significance(model, X[300:], y[300:], alpha=0.2)
+    # the rules read the total's standard error (the square of each row's total over classes);
+    # the interval rule's default alpha 0.2 is the upper end of a two-sided 60% interval
+    table = treeinner.significance(model, X[300:], y[300:], alpha=0.4)
     total = table[table.output == "total"].set_index("feature")
     np.testing.assert_allclose(total["score"], per_class["total"], rtol=1e-9)
     interval = treeinner.select_features(model, X[300:], y[300:], rule="interval")
@@ -388,10 +425,40 @@ def test_selector_with_each_booster(k):
     np.testing.assert_array_equal(Xt, X.loc[:, sel.support_].to_numpy())
 
 
+def test_selector_defaults_are_the_documented_ones():
+    est = _gbm(n_estimators=10)
+    sel = TreeInnerSelector(est)
+    params = sel.get_params(deep=False)
+    assert params["cv"] == 5 and params["alpha"] is None and params["rule"] is None
+    assert params["validation_fraction"] == 0.25
+    assert "cv : int, cross-validation splitter, iterable of (train, test) or None, default 5" in (
+        TreeInnerSelector.__doc__
+    )
+    # stored unchanged, so clone and set_params keep the defaults
+    again = clone(sel)
+    assert again.get_params(deep=False)["alpha"] is None and again.get_params()["cv"] == 5
+    assert clone(sel.set_params(alpha=0.05, cv=None)).get_params()["alpha"] == 0.05
+    # the reported table is at the level of the rule applied: two-sided 1 - 2 alpha, so
+    # ci_high is the one-sided 1 - alpha bound (0.2 for interval; fdr and threshold 0.1)
+    X, y = _data(n=300)
+    split = [(np.arange(200), np.arange(200, 300))]
+    for rule, level in (("interval", 0.2), ("fdr", 0.1), ("threshold", 0.1)):
+        t = TreeInnerSelector(est, cv=split, rule=rule, refit=False).fit(X, y).significance_
+        z = NormalDist().inv_cdf(1.0 - level)
+        np.testing.assert_allclose(t["ci_high"], t["score"] + z * t["se"], rtol=1e-9)
+    default = TreeInnerSelector(est, cv=split, refit=False).fit(X, y)
+    chosen = TreeInnerSelector(est, cv=split, rule="interval", alpha=0.2, refit=False).fit(X, y)
+    pd.testing.assert_frame_equal(default.significance_, chosen.significance_)
+    np.testing.assert_array_equal(default.support_, chosen.support_)
+
+
 def test_selector_pipeline_grid_search():
     X, y = _data(n=400)
     pipe = Pipeline(
-        [("select", TreeInnerSelector(_gbm(n_estimators=20), random_state=0)), ("model", _gbm())]
+        [
+            ("select", TreeInnerSelector(_gbm(n_estimators=20), cv=None, random_state=0)),
+            ("model", _gbm()),
+        ]
     )
     grid = GridSearchCV(
         pipe, {"select__top_k": [1, 3], "select__threshold": [0.0, -np.inf]}, cv=2
@@ -411,7 +478,8 @@ def test_selector_pipeline_grid_search():
 def test_selector_set_output_pandas_and_numpy_names():
     X, y = _data(n=300)
     Xn = X.to_numpy()
-    sel = TreeInnerSelector(_gbm(n_estimators=20), random_state=0).set_output(transform="pandas")
+    sel = TreeInnerSelector(_gbm(n_estimators=20), cv=None, random_state=0)
+    sel.set_output(transform="pandas")
     out = sel.fit_transform(Xn, y)
     names = [f"x{j}" for j in range(9)]
     assert list(sel.scores_.index) == names
@@ -442,8 +510,8 @@ def test_selector_cv_pools_folds():
     se = np.sqrt(sum(t["se"] ** 2 for t in per_fold))
     np.testing.assert_allclose(sel.significance_["se"], se, rtol=1e-9)
     assert not hasattr(sel, "estimator_")  # refit=False fits no final model
-    upper = sel.significance_["ci_high"].to_numpy()  # the one-sided 90% bound
-    np.testing.assert_allclose(upper, pooled + NormalDist().inv_cdf(0.9) * se, rtol=1e-9)
+    upper = sel.significance_["ci_high"].to_numpy()  # the one-sided 80% bound (alpha 0.2)
+    np.testing.assert_allclose(upper, pooled + NormalDist().inv_cdf(0.8) * se, rtol=1e-9)
     assert (sel.support_ == (upper > 0)).all()
     # an int: shuffled (stratified for classifiers) folds seeded by random_state
     Xc, yc = _data(n=300, kind="multiclass")
@@ -543,7 +611,7 @@ def test_selector_fit_params_follow_rows_and_features():
     X, y = _data(n=300)
     # eval_set: its X loses the features dropped in earlier rounds
     est = xgb.XGBRegressor(n_estimators=40, max_depth=3, nthread=1, early_stopping_rounds=5)
-    sel = TreeInnerSelector(est, max_rounds=3, random_state=0)
+    sel = TreeInnerSelector(est, cv=None, max_rounds=3, random_state=0)
     sel.fit(X, y, eval_set=[(X, y)], verbose=False)
     assert sel.support_.sum() < 9
     assert sel.estimator_.n_features_in_ == sel.support_.sum()
@@ -559,13 +627,13 @@ def test_selector_fit_params_follow_rows_and_features():
         iterations=30, depth=3, thread_count=1, verbose=0, allow_writing_files=False
     )
     # (with CatBoost's single (X, y) eval_set, cut to the kept columns too)
-    sel = TreeInnerSelector(est, max_rounds=3, random_state=0)
+    sel = TreeInnerSelector(est, cv=None, max_rounds=3, random_state=0)
     sel.fit(Xc, yc, cat_features=[8], eval_set=(Xc, yc))
     kept = list(sel.get_feature_names_out())
     assert "c" in kept and "s0" in kept
     assert kept.index("c") < 8  # features before it were dropped: its position moved
     assert sel.estimator_.get_cat_feature_indices() == [kept.index("c")]
-    by_name = TreeInnerSelector(est, max_rounds=3, random_state=0)
+    by_name = TreeInnerSelector(est, cv=None, max_rounds=3, random_state=0)
     by_name.fit(Xc, yc, cat_features=["c"], eval_set=(Xc, yc))
     assert list(by_name.get_feature_names_out()) == kept
 
@@ -583,8 +651,8 @@ def test_selector_random_state_and_split():
 @pytest.mark.parametrize(
     "kw, match",
     [
-        ({"validation_fraction": 0.0}, "validation_fraction"),
-        ({"validation_fraction": 1.5}, "validation_fraction"),
+        ({"cv": None, "validation_fraction": 0.0}, "validation_fraction"),
+        ({"cv": None, "validation_fraction": 1.5}, "validation_fraction"),
         ({"cv": 1}, "cv must be at least 2"),
         ({"cv": "kfold"}, "cv must be None"),
         ({"max_rounds": 0}, "max_rounds"),

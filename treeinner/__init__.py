@@ -2,12 +2,14 @@
 
 from ._gain import total_gain
 from ._inner import forest_inner, tree_inner
+from ._input import FeatureNamesWarning
 from ._methods import METHODS
 from ._significance import significance
 from .adapters import from_model, load
 from .attribution import Attribution, node_values, predecomp, saabas
 from .ensemble import TreeEnsemble
 from .importance import importance
+from .objectives import SoftLabels
 from .selection import select_features
 from .treeshap import tree_shap
 from .unbiased import unbiased_gain
@@ -15,6 +17,8 @@ from .unbiased import unbiased_gain
 __all__ = [
     "METHODS",
     "Attribution",
+    "FeatureNamesWarning",
+    "SoftLabels",
     "TreeEnsemble",
     "TreeInnerSelector",
     "forest_inner",

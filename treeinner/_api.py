@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from . import _format
+from . import _calls, _format
 from .ensemble import TreeEnsemble
 
 #: The per-tree attributions, by the names every function, the CLI and the selector use.
@@ -64,7 +64,8 @@ def public(fn: F) -> F:
         for old in kwargs:
             if old in RENAMED and old not in sig.parameters:
                 raise TypeError(f"{name}() no longer takes {old}=; use {RENAMED[old]}.")
-        return fn(*args, **kwargs)
+        with _calls.entered(name, fn):
+            return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 

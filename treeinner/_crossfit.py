@@ -28,6 +28,7 @@ __all__ = [
     "FEATURE_PARAMS",
     "CrossFit",
     "check_cv",
+    "clone_estimator",
     "crossfit",
     "encode_labels",
     "fit_clone",
@@ -294,6 +295,46 @@ def _fit_params(
     return out
 
 
+def clone_estimator(estimator: Any, cols: np.ndarray | None = None, names: Any = None) -> Any:
+    """An unfitted copy of ``estimator`` with the same parameters, to fit on the columns
+    ``cols`` (None: all).
+
+    ``sklearn.base.clone``, or, where it refuses an estimator whose constructor stores a
+    parameter differently from how it was given (CatBoost's ``cat_features`` with
+    scikit-learn 1.9), ``type(estimator)(**estimator.get_params(deep=False))``. Feature lists
+    among the constructor's parameters (``FEATURE_PARAMS``: ``cat_features``) follow ``cols``
+    as in ``fit_params``: positions renumbered, dropped features left out (by name with
+    ``names``, the names of all columns).
+    """
+    from sklearn.base import clone
+
+    try:
+        est = clone(estimator)
+    except RuntimeError as e:
+        get_params = getattr(estimator, "get_params", None)
+        if get_params is None:
+            raise
+        try:
+            est = type(estimator)(**get_params(deep=False))
+        except Exception:
+            raise e from None
+    if cols is not None and hasattr(est, "get_params") and hasattr(est, "set_params"):
+        params = est.get_params(deep=False)
+        changes = {}
+        for key in FEATURE_PARAMS:
+            value = params.get(key)
+            if value is None or isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+                continue
+            by_name = any(not isinstance(v, numbers.Integral) for v in value)
+            if by_name and names is None:
+                continue  # names unknown: a list by name is left as it is
+            known = names if names is not None else np.arange(int(np.max(cols, initial=-1)) + 1)
+            changes[key] = _remap_features(value, cols, known)
+        if changes:
+            est.set_params(**changes)
+    return est
+
+
 def fit_clone(
     estimator: Any,
     X: Any,
@@ -325,9 +366,7 @@ def fit_clone(
     -------
     The fitted clone.
     """
-    from sklearn.base import clone
-
-    est = clone(estimator)
+    est = clone_estimator(estimator, cols, names)
     kw = _fit_params(fit_params or {}, _api.n_rows(X), rows, cols, names)
     if sample_weight is not None:
         kw["sample_weight"] = sample_weight if rows is None else sample_weight[rows]

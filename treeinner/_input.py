@@ -1,56 +1,104 @@
-"""Turn user data (numpy, pandas, scipy sparse) into the rows the kernels read.
+"""Turn user data (numpy, scipy sparse, any dataframe) into the rows the kernels read.
 
 Kernels read C-contiguous float64 arrays, the one specialisation they are compiled for:
 float64 input is passed as it is (no copy when C-contiguous); float32 input is converted in
 blocks of rows, so its float64 copy never exceeds ``BLOCK_ELEMENTS`` values; every other dtype
 is converted to float64, which holds all of them exactly.
+
+Dataframes (pandas, polars, pyarrow Tables and whatever else narwhals reads eagerly) take one
+path, through narwhals: numeric and boolean columns become float64 as they are; categorical,
+dictionary and string columns become the category codes the booster reads, by value against
+the training categories the model stores (values never seen in training get a code past them,
+which no split's set contains; missing values NaN).
 """
 
 from __future__ import annotations
 
+import sys
 import warnings
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import narwhals.stable.v2 as nw
 import numpy as np
 import pandas as pd
 
+from . import _calls
+
+__all__ = [
+    "FeatureNamesWarning",
+    "as_frame",
+    "as_rows",
+    "frame_to_array",
+    "join_blocks",
+    "numeric_column",
+    "warn_unnamed",
+]
+
 SPARSE_CHUNK = 8192
 BLOCK_ELEMENTS = 1 << 22  # values per float64 block converted from float32 input (32 MiB)
+
+
+class FeatureNamesWarning(UserWarning):
+    """X has no column names, but the model stores feature names: its columns are taken in the
+    model's order, which cannot be checked.
+
+    Pass a DataFrame (matched by name) to avoid it, or silence it with
+    ``warnings.filterwarnings("ignore", category=treeinner.FeatureNamesWarning)``.
+    """
+
+
+# Arrays made here from dataframes (already in the model's order): passed back in (permutation,
+# the unbiased gain's joined rows), they are not the user's unnamed input.
+_ORDERED: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside treeinner (the user's call), for a
+    warning issued by the caller of this function."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "treeinner":
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warn_unnamed(feature_names: Sequence[str]) -> None:
+    """``FeatureNamesWarning`` for X without column names given to a model with feature names,
+    once per public call: a call that reads X several times (the same model's names) warns
+    once."""
+    if not _calls.first_time(("unnamed", id(feature_names))):
+        return
+    names = ", ".join(list(feature_names)[:5]) + (" ..." if len(feature_names) > 5 else "")
+    warnings.warn(
+        f"X has no column names, but the model was trained on named features ({names}): "
+        "its columns are taken in the model's order, which cannot be checked. Pass a "
+        "DataFrame to match columns by name (treeinner.FeatureNamesWarning).",
+        FeatureNamesWarning,
+        stacklevel=_user_stacklevel(),
+    )
 
 
 def _is_sparse(X: Any) -> bool:
     return hasattr(X, "tocsr") and hasattr(X, "nnz")
 
 
-def _category_codes(col: pd.Series, trained: list | None) -> np.ndarray:
-    """Codes of a pandas categorical column as the booster reads them (NaN where missing).
+def as_frame(X: Any) -> Any:
+    """X as a narwhals DataFrame when it is a dataframe narwhals reads eagerly (pandas,
+    polars, pyarrow Table, ...), else None."""
+    if isinstance(X, (np.ndarray, list, tuple)) or _is_sparse(X):
+        return None
+    try:
+        frame = nw.from_native(X, eager_only=True, pass_through=True)
+    except nw.exceptions.DuplicateError:
+        raise ValueError("DataFrame has duplicate column names.") from None
+    return frame if isinstance(frame, nw.DataFrame) else None
 
-    With the training categories known, values are matched by value (unseen values get a
-    code past the training ones, which no split contains); otherwise pandas' own codes are used.
-    """
-    codes = col.cat.codes.to_numpy().astype(np.float64)
-    codes[codes < 0] = np.nan
-    if trained is None:
-        return codes
-    lookup = {v: i for i, v in enumerate(trained)}
-    cats = col.cat.categories
-    mapping = np.array(
-        [lookup.get(_plain(c), len(trained) + j) for j, c in enumerate(cats)], dtype=np.float64
-    )
-    out = np.full(codes.shape, np.nan)
-    ok = ~np.isnan(codes)
-    out[ok] = mapping[codes[ok].astype(np.int64)]
-    unseen = out >= len(trained)
-    if np.any(unseen):
-        values = sorted({str(cats[int(i)]) for i in codes[unseen]})[:5]
-        warnings.warn(
-            f"Column {col.name!r} has categories not seen in training ({', '.join(values)}); "
-            "they are routed as an unseen category code (matching no split's set).",
-            UserWarning,
-            stacklevel=5,
-        )
-    return out
+
+def _is_series(X: Any) -> bool:
+    if isinstance(X, (np.ndarray, list, tuple)) or _is_sparse(X):
+        return False
+    return isinstance(nw.from_native(X, series_only=True, pass_through=True), nw.Series)
 
 
 def _plain(v: Any) -> Any:
@@ -62,14 +110,118 @@ def _plain(v: Any) -> Any:
     return v
 
 
+def _is_categorical(dtype: Any) -> bool:
+    return isinstance(dtype, (nw.Categorical, nw.Enum))
+
+
+def _is_text(dtype: Any) -> bool:
+    return isinstance(dtype, (nw.String, nw.Object)) or _is_categorical(dtype)
+
+
+def numeric_column(s: Any) -> np.ndarray:
+    """A numeric or boolean column as float64 (missing values NaN: every backend gives
+    nulls of numeric columns as NaN once they are floats)."""
+    arr = s.to_numpy()
+    if arr.dtype.kind not in "biuf":  # nullable booleans, decimals: objects with nulls
+        arr = s.cast(nw.Float64()).to_numpy()
+    return np.asarray(arr, dtype=np.float64)
+
+
+def _own_categories(s: Any) -> list:
+    """A categorical column's own categories, in the order of its codes (pandas categories,
+    an Enum's, an Arrow dictionary's)."""
+    if isinstance(s.dtype, nw.Enum):
+        return [_plain(v) for v in s.dtype.categories]
+    try:
+        return [_plain(v) for v in s.cat.get_categories().to_list()]
+    except (AttributeError, TypeError, NotImplementedError):  # pandas ArrowDtype dictionary
+        arr = s.to_arrow()
+        arr = arr.combine_chunks() if hasattr(arr, "combine_chunks") else arr
+        return [_plain(v) for v in arr.dictionary.to_pylist()]
+
+
+def _codes(s: Any, trained: list | None, name: str) -> np.ndarray:
+    """A categorical or string column as the category codes the booster reads (NaN missing).
+
+    With the training categories known, values are matched by value: unseen values get codes
+    past the training ones, which no split's set contains (warned). Without them, a
+    categorical column's codes are positions in its own categories (pandas' codes)."""
+    null = s.is_null().to_numpy()
+    native = s.to_native()  # pandas factorizes its own columns from their codes, fast
+    source = native if isinstance(native, pd.Series) else s.to_numpy()
+    codes, uniques = pd.factorize(source, use_na_sentinel=True)
+    if trained is None:
+        lookup = {v: i for i, v in enumerate(_own_categories(s))}
+    else:
+        lookup = {_plain(v): i for i, v in enumerate(trained)}
+    plain = [_plain(u) for u in uniques]
+    mapping = np.array([lookup.get(u, -1) for u in plain], dtype=np.float64)
+    unseen = np.flatnonzero(mapping < 0)
+    if unseen.size:
+        base = len(lookup)
+        mapping[unseen] = base + np.arange(unseen.size)
+        used = np.zeros(len(uniques), dtype=bool)
+        used[codes[(codes >= 0) & ~null]] = True
+        shown = sorted({str(plain[i]) for i in unseen if used[i]})
+        if shown:
+            warnings.warn(
+                f"Column {name!r} has categories not seen in training "
+                f"({', '.join(shown[:5])}{' ...' if len(shown) > 5 else ''}); they are routed "
+                "as an unseen category code (matching no split's set).",
+                UserWarning,
+                stacklevel=_user_stacklevel(),
+            )
+    out = np.full(codes.shape[0], np.nan)
+    ok = (codes >= 0) & ~null
+    out[ok] = mapping[codes[ok]]
+    return out
+
+
+def _hint(bad: list[str], stored: bool) -> str:
+    if stored:  # the model stores categories for its categorical features, not these
+        return (
+            "The model reads these features as numbers: convert the columns to the numbers "
+            "it was trained on."
+        )
+    return (
+        "The model stores no categories for these features, so strings cannot be matched to "
+        "its category codes: if it was trained on categorical columns, pass them as such "
+        f'(e.g. X[{bad[0].split(" ")[0]}] = X[{bad[0].split(" ")[0]}].astype("category") '
+        "with the training categories), else as the numbers it was trained on."
+    )
+
+
 def frame_to_array(
-    X: pd.DataFrame,
+    X: Any,
     feature_names: Sequence[str],
     named: bool,
     categories: dict[int, list] | None,
+    used: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Reorder a DataFrame's columns to the model's features and convert to float64."""
-    cols = [str(c) for c in X.columns]
+    """Reorder a dataframe's columns to the model's features and convert to float64.
+
+    Parameters
+    ----------
+    X : pandas, polars or pyarrow dataframe (anything narwhals reads eagerly)
+    feature_names : sequence of str
+        The model's features; columns are matched to them by name when ``named``, else by
+        position.
+    named : bool
+    categories : dict of int to list, optional
+        The training categories of categorical features, by feature index.
+    used : ndarray of bool, optional
+        Which features a split reads; a column of an unused feature is not converted (NaN),
+        whatever its type. By default every feature counts as used.
+
+    Returns
+    -------
+    ndarray of float64, shape (n_rows, n_features)
+    """
+    frame = X if isinstance(X, nw.DataFrame) else as_frame(X)
+    if frame is None:
+        raise TypeError(f"X is not a dataframe: {type(X).__name__}.")
+    native = list(frame.columns)
+    cols = [str(c) for c in native]
     if named:
         missing = [f for f in feature_names if f not in set(cols)]
         extra = [c for c in cols if c not in set(feature_names)]
@@ -90,22 +242,26 @@ def frame_to_array(
                 f"{len(feature_names)} features."
             )
         order = list(range(len(cols)))
-    out = np.empty((len(X), len(order)), dtype=np.float64)
+    out = np.empty((len(frame), len(order)), dtype=np.float64)
     bad = []
     for j, k in enumerate(order):
-        col = X.iloc[:, k]
-        dtype = col.dtype
-        if isinstance(dtype, pd.CategoricalDtype):
-            trained = None if categories is None else categories.get(j)
-            out[:, j] = _category_codes(col, trained)
-        elif pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
-            out[:, j] = col.to_numpy(dtype=np.float64, na_value=np.nan)
+        s = frame.get_column(native[k])
+        dtype = s.dtype
+        trained = None if categories is None else categories.get(j)
+        if dtype.is_numeric() or isinstance(dtype, nw.Boolean):
+            out[:, j] = numeric_column(s)
+        elif used is not None and not used[j]:
+            out[:, j] = np.nan  # a feature no split reads: its values are never looked at
+        elif _is_text(dtype) and (trained is not None or _is_categorical(dtype)):
+            out[:, j] = _codes(s, trained, cols[k])
         else:
             bad.append(f"{cols[k]!r} ({dtype})")
     if bad:
         raise TypeError(
-            "Columns must be numeric, boolean or pandas categorical; got " + ", ".join(bad)
+            "Columns must be numeric, boolean, categorical, or strings of a categorical "
+            f"feature; got {', '.join(bad)}. {_hint(bad, bool(categories))}"
         )
+    _ORDERED[id(out)] = out
     return out
 
 
@@ -115,14 +271,18 @@ def as_rows(
     feature_names: Sequence[str],
     named: bool,
     categories: dict[int, list] | None = None,
+    used: np.ndarray | None = None,
 ) -> tuple[int, Iterator[tuple[int, np.ndarray]]]:
     """Validate X and return ``(n_rows, blocks)``.
 
     ``blocks`` yields ``(first_row, block)`` pairs of C-contiguous float64 arrays covering all
-    rows. float64 inputs come as one block (no copy where already C-contiguous), other dense
-    inputs as one converted block, except float32, which is converted in blocks of rows of at
-    most ``BLOCK_ELEMENTS`` values (the conversion is exact); scipy sparse inputs in chunks
-    with absent entries as NaN (missing).
+    rows. Dataframes (pandas, polars, pyarrow, ...) come as one converted block, their columns
+    matched by name when ``named`` (``frame_to_array``); float64 arrays as one block (no copy
+    where already C-contiguous), other dense inputs as one converted block, except float32,
+    which is converted in blocks of rows of at most ``BLOCK_ELEMENTS`` values (the conversion
+    is exact); scipy sparse inputs in chunks with absent entries as NaN (missing). Input
+    without column names given to a model with feature names (``named``) gets a
+    ``FeatureNamesWarning``.
     """
     if _is_sparse(X):
         csr = X.tocsr()
@@ -131,13 +291,17 @@ def as_rows(
         if csr.dtype.kind not in "biuf":
             raise TypeError(f"X must be numeric; got dtype {csr.dtype}.")
         _check_width(csr.shape[1], n_features)
+        if named:
+            warn_unnamed(feature_names)
         return csr.shape[0], _sparse_blocks(csr)
-    if isinstance(X, pd.DataFrame):
-        arr = frame_to_array(X, feature_names, named, categories)
+    frame = as_frame(X)
+    if frame is not None:
+        arr = frame_to_array(frame, feature_names, named, categories, used)
         return arr.shape[0], iter([(0, arr)])
-    if isinstance(X, pd.Series):
+    if _is_series(X):
+        lib = type(X).__module__.split(".")[0]
         raise ValueError(
-            "X must be 2-D; got a pandas Series. Use X.to_frame().T for one row "
+            f"X must be 2-D; got a {lib} Series. Use X.to_frame().T for one row "
             "or X.to_frame() for one feature."
         )
     try:
@@ -152,6 +316,8 @@ def as_rows(
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"X must be numeric; got dtype {arr.dtype}.")
     _check_width(arr.shape[1], n_features)
+    if named and _ORDERED.get(id(arr)) is not arr:
+        warn_unnamed(feature_names)
     if arr.dtype == np.float32:
         return arr.shape[0], _float32_blocks(arr)
     arr = np.ascontiguousarray(arr, dtype=np.float64)
@@ -163,7 +329,10 @@ def join_blocks(blocks: Iterator[tuple[int, np.ndarray]], n_features: int) -> np
     parts = [b for _, b in blocks]
     if not parts:  # sparse input without rows
         return np.zeros((0, n_features))
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    out = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    if len(parts) > 1 or _ORDERED.get(id(parts[0])) is parts[0]:
+        _ORDERED[id(out)] = out
+    return out
 
 
 def _float32_blocks(arr: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:

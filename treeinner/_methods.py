@@ -229,8 +229,12 @@ def _unbiased_resample(ens, X, y, opts, counts, seed) -> np.ndarray:
     uniform = user_w is None or (np.all(user_w == user_w[0]) and user_w[0] > 0)
     if not (get_objective(ens).constant_hessian and uniform):
         w = counts * (1.0 if user_w is None else user_w)
-        return _unbiased_scores(ens, X, y, Options(sample_weight=w, random_state=seed))
-    Gt, _ = _training_sums(ens, None)
+        rep = Options(sample_weight=w, reference=opts.reference, random_state=seed)
+        return _unbiased_scores(ens, X, y, rep)
+    key = ("training_sums", id(ens))  # the same training sums on every resample
+    if key not in opts._cache:
+        opts._cache[key] = (ens, _training_sums(ens, opts.reference)[0])
+    Gt = opts._cache[key][1]
     inner = np.flatnonzero(ens.left >= 0)
     L, R = ens.left[inner], ens.right[inner]
     r, count = _exact_ratios(ens, X, y, inner, counts)
@@ -337,13 +341,28 @@ for _family in ("tree_inner", "forest_inner"):
         _register(_inner_method(_family, _attribution))
 for _attribution in _api.ATTRIBUTIONS:
     _register(_abs_method(_attribution))
+
+
+def _total_gain(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
+    """The stored split gains; for a model that stores none (CatBoost), with
+    ``opts.reference``, the gains computed from the training data (``_gain.total_gain``),
+    once per Options and ensemble."""
+    if opts.reference is None or np.all(np.isfinite(ens.gain[ens.left >= 0])):
+        return total_gain_scores(ens)
+    key = ("total_gain", id(ens))
+    if key not in opts._cache:
+        opts._cache[key] = (ens, total_gain_scores(ens, opts.reference))
+    return opts._cache[key][1]
+
+
 _register(
     Method(
         name="total_gain",
-        summary="the booster's stored split gains (training data)",
-        compute=lambda ens, X, y, opts: total_gain_scores(ens),
+        summary="the booster's split gains (training data)",
+        compute=_total_gain,
         needs_y=False,
         uses_data=False,
+        uses_reference=True,
         family="total_gain",
     )
 )

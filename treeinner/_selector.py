@@ -26,7 +26,7 @@ except ImportError as e:  # pragma: no cover - exercised only without scikit-lea
         "(or pip install 'treeinner[test]')."
     ) from e
 
-from . import _crossfit
+from . import _crossfit, objectives
 from ._api import public
 from ._methods import get, significance_table
 from .selection import (
@@ -50,17 +50,19 @@ def _is_frame(X: Any) -> bool:
 class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
     """Keep the features a gradient boosted model relies on, judged on held-out rows.
 
-    ``fit`` clones ``estimator``, trains it on part of the rows and scores every feature on
-    the other part with ``treeinner.select_features``' methods (TreeInner by default: on
-    held-out rows a feature the model only overfit scores negative), with its standard error
-    over the held-out rows. With ``cv``, a clone is trained on the training rows of each split
-    and every held-out row is scored by the model that did not see it; the per-row terms of
-    all held-out rows are pooled into one score and one standard error per feature
-    (cross-fitting: not an average of noisy fold scores). The features that ``rule`` passes
-    are kept (then the ``top_k`` best of them). With ``max_rounds > 1`` the dropped features
-    are removed, the model is refit and the remaining features rescored, until a round drops
-    nothing. With ``refit=True`` the estimator is finally fit on all rows with the kept
-    features (``estimator_``). ``transform`` keeps the selected columns.
+    ``fit`` cross-fits: for each of ``cv`` splits (5 shuffled folds by default) it clones
+    ``estimator``, trains the clone on the split's training rows and scores every feature on
+    its held-out rows with ``treeinner.select_features``' methods (TreeInner by default: on
+    held-out rows a feature the model only overfit scores negative). Every row is held out
+    once and scored by the model that did not see it; the per-row terms of all held-out rows
+    are pooled into one score and one standard error per feature (not an average of noisy
+    fold scores). With ``cv=None`` one clone is trained on part of the rows and scored on the
+    other part (``validation_fraction``). The features that ``rule`` passes are kept (then
+    the ``top_k`` best of them); by default the ``"interval"`` rule at ``alpha=0.2``. With
+    ``max_rounds > 1`` the dropped features are removed, the model is refit and the remaining
+    features rescored, until a round drops nothing. With ``refit=True`` the estimator is
+    finally fit on all rows with the kept features (``estimator_``). ``transform`` keeps the
+    selected columns.
 
     Parameters
     ----------
@@ -79,18 +81,22 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         The attribution of ``tree_inner`` / ``forest_inner`` (``method="tree_inner",
         attribution="shap"`` scores with ``tree_inner_shap``).
     validation_fraction : float, default 0.25
-        Share of the rows held out for scoring (stratified by class for classifiers), when
-        ``cv`` is None. The same split is used in every round.
-    cv : int, cross-validation splitter, iterable of (train, test) or None, default None
-        Cross-fit instead: score the held-out rows of every split, each with the model fit on
-        that split's training rows, and pool them (scores and variances of the splits add;
-        for a mean method such as ``abs_shap`` the pooled score is the weighted mean over all
-        held-out rows). An int gives shuffled ``StratifiedKFold`` (classifiers) or ``KFold``
-        (regressors), seeded by ``random_state``. Splitters that need ``groups`` can be
-        passed as the list of their splits (``list(GroupKFold().split(X, y, groups))``). Each
-        row may be held out by at most one split (no repeated or shuffle splits). Methods
-        without a standard error (``total_gain``, ``permutation``) get the mean of their
-        split scores weighted by the held-out row weights.
+        Share of the rows held out for scoring (stratified by class for classifiers), used
+        only with ``cv=None``; ignored otherwise. The same split is used in every round.
+    cv : int, cross-validation splitter, iterable of (train, test) or None, default 5
+        The splits: score the held-out rows of every split, each with the model fit on that
+        split's training rows, and pool them (scores and variances of the splits add; for a
+        mean method such as ``abs_shap`` the pooled score is the weighted mean over all
+        held-out rows). An int K (the default 5) gives K shuffled ``StratifiedKFold``
+        (classifiers) or ``KFold`` (regressors) folds, seeded by ``random_state``: K fits,
+        every row scored once. Splitters that need ``groups`` can be passed as the list of
+        their splits (``list(GroupKFold().split(X, y, groups))``). Each row may be held out by
+        at most one split (no repeated or shuffle splits). Methods without a standard error
+        (``total_gain``, ``permutation``) get the mean of their split scores weighted by the
+        held-out row weights. None: one split holding out ``validation_fraction`` of the rows
+        (one fit instead of K, but every score rests on that fraction of the rows only). 5
+        folds are the default because scoring every row is what brought the interval rule
+        closest to the selection benchmark's criteria (``docs/selection_benchmark.md``).
     rule : {"fdr", "interval", "threshold"} or None, default None
         Which features to keep, as in ``treeinner.select_features``: ``"fdr"`` keeps those
         whose Benjamini-Hochberg q-value is at most ``alpha``; ``"interval"`` drops only the
@@ -100,8 +106,15 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         ``"threshold"`` if a ``threshold`` is given or the method has no standard error
         (``total_gain``, ``permutation``), else ``treeinner.selection.DEFAULT_RULE``
         (``"interval"``).
-    alpha : float, default 0.1
-        Level of the ``"fdr"`` and ``"interval"`` rules, strictly between 0 and 0.5.
+    alpha : float or None, default None
+        Level of the ``"fdr"`` and ``"interval"`` rules, strictly between 0 and 0.5. None:
+        the rule's default, ``treeinner.selection.DEFAULT_ALPHA``: 0.1 for ``"fdr"``, 0.2
+        for ``"interval"`` (a feature is dropped when its one-sided 80% upper bound is at or
+        below 0). With the default 5-fold cross-fitting, 0.2 came closest to the selection
+        benchmark's criteria (``docs/selection_benchmark.md``): smaller levels kept more of
+        the added noise, larger ones cost the refit model test score. The threshold rule
+        keeps by its threshold, not by a level (with ``alpha=None`` its significance table
+        is reported at ``alpha=0.1``).
     threshold : float or None, default None
         The threshold rule's cut: keep features whose score is strictly greater (None: 0).
         Only with ``rule="threshold"`` (or ``rule=None``).
@@ -115,9 +128,9 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         Rounds of (fit, score, drop). Rounds stop early once the rule keeps every remaining
         feature (and ``top_k`` drops none).
     random_state : int, numpy RandomState or None, default None
-        Seed of the held-out split (or of the shuffled folds of ``cv=int``) and of the random
-        draws of ``permutation`` / ``unbiased_gain``. The estimator's own seed is its own
-        parameter (``estimator__random_state`` in a grid).
+        Seed of the shuffled folds of ``cv=int`` (or of the held-out split of ``cv=None``)
+        and of the random draws of ``permutation`` / ``unbiased_gain``. The estimator's own
+        seed is its own parameter (``estimator__random_state`` in a grid).
 
     Attributes
     ----------
@@ -132,7 +145,8 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         The last round's significance table, as ``treeinner.significance`` gives it, for the
         features of that round: columns ``method``, ``feature`` (``output`` for multi-output
         models), ``score``, ``se``, ``ci_low``, ``ci_high``, ``p_value``, ``q_value``. Its
-        intervals are two-sided at level ``1 - 2 alpha``, so ``ci_high`` is the one-sided
+        intervals are two-sided at level ``1 - 2 alpha`` (alpha as resolved: 0.2 for the
+        default interval rule, so 60% intervals), so ``ci_high`` is the one-sided
         ``1 - alpha`` upper bound the ``"interval"`` rule reads. NaN statistics for methods
         without a standard error.
     history_ : list of pandas.Series
@@ -179,9 +193,9 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         method: str = "tree_inner",
         attribution: str = "predecomp",
         validation_fraction: float = 0.25,
-        cv: Any = None,
+        cv: Any = 5,
         rule: str | None = None,
-        alpha: float = 0.1,
+        alpha: float | None = None,
         threshold: float | None = None,
         top_k: int | None = None,
         refit: bool = True,
@@ -224,7 +238,7 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
             )
         column = _resolve_method(self.method, self.attribution)
         rule, threshold = _check_rule(self.rule, self.threshold, get(column))
-        alpha = _check_alpha(self.alpha)
+        alpha = _check_alpha(self.alpha, rule)
         top_k = _check_top_k(self.top_k)
         mr = self.max_rounds
         if not isinstance(mr, numbers.Integral) or isinstance(mr, bool) or mr < 1:
@@ -246,6 +260,7 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         return column, rule, threshold, alpha, top_k, int(mr)
 
     def _validate(self, X: Any, y: Any) -> tuple[Any, Any]:
+        y_in = y
         if y is None:
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
@@ -272,7 +287,7 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
                 y_numeric=not is_classifier(self.estimator),
                 reset=True,
             )
-        return X, y
+        return X, objectives.keep_soft(y_in, y)
 
     # ------------------------------------------------------------------ fitting
     def _score_round(

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import _api, _crossfit, _stats
+from . import _api, _crossfit, _stats, objectives
 from ._api import public
 from ._methods import Method, Options, get, resolve, significance_table
 from .adapters import from_model
@@ -180,6 +180,7 @@ def _crossfit_estimates(
     yv = np.asarray(y)
     if yv.ndim == 2 and yv.shape[1] == 1:
         yv = yv[:, 0]
+    yv = objectives.keep_soft(y, yv)  # the folds' labels stay marked as soft
     n = _api.n_rows(X)
     if yv.ndim != 1 or yv.shape[0] != n:
         raise ValueError(f"y must have shape ({n},) like X's rows, got {yv.shape}.")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from . import _api, _stats
+from . import _api, _calls, _stats
 from ._api import public
 from ._staged import _staged, _weights
 from .adapters import from_model
@@ -22,13 +23,59 @@ PATH_ATTRIBUTIONS = ("predecomp", "saabas")
 __all__ = ["Attribution", "node_values", "predecomp", "saabas"]
 
 
+def _as_frame(X: Any) -> Any:
+    """A pandas DataFrame for a data frame of another library that converts itself
+    (``to_pandas``: pyarrow tables, polars frames; dictionary columns become categoricals), or
+    ``X`` unchanged."""
+    if isinstance(X, pd.DataFrame) or not hasattr(X, "columns"):
+        return X
+    to_pandas = getattr(X, "to_pandas", None)
+    return to_pandas() if callable(to_pandas) else X
+
+
+def _label_column(col: pd.Series, name: str) -> tuple[np.ndarray, list[str]]:
+    """A categorical, string or object column as float codes (NaN missing) and the labels of
+    the codes: a pandas categorical's own codes and categories; otherwise the distinct values
+    as strings, sorted, coded in that order (as ``col.astype(str).astype("category")``)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes = col.cat.codes.to_numpy().astype(np.float64)
+        codes[codes < 0] = np.nan
+        return codes, [str(c) for c in col.cat.categories]
+    scalar = (str, bytes, int, float, np.number, np.bool_)
+    try:
+        found, distinct = pd.factorize(col, use_na_sentinel=True)  # -1 where missing
+        bad = {type(v).__name__ for v in distinct if not isinstance(v, scalar)}
+    except TypeError:  # unhashable values
+        bad = {type(v).__name__ for v in col.dropna() if not isinstance(v, scalar)}
+    if bad:
+        raise ValueError(
+            f"Column {name!r} of X is neither numeric, string nor categorical: it holds "
+            f"{', '.join(sorted(bad))} values."
+        )
+    labels = np.array([str(v) for v in distinct] + [""])[:-1]  # str dtype even when empty
+    categories, sorted_code = np.unique(labels, return_inverse=True)
+    codes = np.full(found.shape[0], np.nan)
+    present = found >= 0
+    codes[present] = sorted_code.reshape(-1)[found[present]]
+    return codes, [str(c) for c in categories]
+
+
 def _feature_matrix(feature_names: Any, X: Any, n: int) -> tuple[np.ndarray, dict[int, list]]:
     """X as a float (n, p) matrix in the attribution's feature order (DataFrame columns matched
-    by name, categorical columns as codes, NaN missing), and the category labels of the
-    categorical columns."""
+    by name, NaN missing), and the labels of its categorical columns by column index.
+
+    Categorical columns (pandas categoricals, string and object columns that are not numbers,
+    pyarrow dictionaries) become codes: a categorical's own codes, otherwise those of its
+    distinct values sorted as strings; the labels are the category values as strings. A 2-D
+    object array is read as a DataFrame with the attribution's feature names as columns."""
     names = [str(f) for f in feature_names]
     p = len(names)
     cats: dict[int, list] = {}
+    X = _as_frame(X)
+    if not isinstance(X, pd.DataFrame) and not (hasattr(X, "tocoo") and hasattr(X, "nnz")):
+        arr = np.asarray(X)
+        if arr.dtype == object and arr.ndim == 2 and arr.shape[1] == p:
+            X = pd.DataFrame(arr, columns=names)
     if isinstance(X, pd.DataFrame):
         cols = [str(c) for c in X.columns]
         missing = [f for f in names if f not in cols]
@@ -43,17 +90,13 @@ def _feature_matrix(feature_names: Any, X: Any, n: int) -> tuple[np.ndarray, dic
             col = frame[name]
             if isinstance(col, pd.DataFrame):
                 raise ValueError(f"X has more than one column named {name!r}.")
-            if isinstance(col.dtype, pd.CategoricalDtype):
-                codes = col.cat.codes.to_numpy().astype(np.float64)
-                out[:, j] = np.where(codes < 0, np.nan, codes)
-                cats[j] = [str(c) for c in col.cat.categories]
-                continue
-            try:
-                out[:, j] = pd.to_numeric(col).to_numpy(dtype=np.float64, na_value=np.nan)
-            except (TypeError, ValueError):
-                raise ValueError(
-                    f"Column {name!r} of X is neither numeric nor categorical."
-                ) from None
+            if not isinstance(col.dtype, pd.CategoricalDtype):
+                try:
+                    out[:, j] = pd.to_numeric(col).to_numpy(dtype=np.float64, na_value=np.nan)
+                    continue
+                except (TypeError, ValueError):
+                    pass
+            out[:, j], cats[j] = _label_column(col, name)
     elif hasattr(X, "tocoo") and hasattr(X, "nnz"):  # scipy sparse: absent entries missing
         coo = X.tocoo()
         out = np.full(coo.shape, np.nan)
@@ -144,10 +187,15 @@ class Attribution:
         ----------
         X : array-like, DataFrame or scipy sparse matrix, optional
             The explained rows, stored as the explanation's ``data`` (shap colours its
-            beeswarm by it). DataFrame columns are matched by feature name; categorical columns
-            become their category codes in ``data`` and the DataFrame is kept as
-            ``display_data``; absent sparse entries become NaN (missing, as the models read
-            them).
+            beeswarm by it), a float (n, p) array. DataFrame columns are matched by feature
+            name. Categorical columns (pandas ``category``, ``object`` and string columns that
+            are not numbers, pyarrow dictionaries) become codes in ``data``: a categorical's own
+            category codes, otherwise the codes of its distinct values sorted as strings (as
+            ``X[c].astype(str).astype("category")``); missing values NaN. Then
+            ``display_data`` is an (n, p) object array of the same rows holding the category
+            labels in those columns, which shap's waterfall, force and scatter plots show
+            (slicing the explanation slices it with ``data``). Absent sparse entries become NaN
+            (missing, as the models read them).
         output : int, optional
             For multi-output attributions, the output (class) to keep. By default all outputs
             are kept: ``values`` of shape (n, p, K), ``base_values`` (n, K) and
@@ -157,12 +205,17 @@ class Attribution:
         -------
         shap.Explanation
             ``values``, ``base_values`` (the bias of every row, so that ``values.sum(axis=1) +
-            base_values`` is the margin), ``data`` and ``feature_names``.
+            base_values`` is the margin), ``data``, ``display_data`` (None without categorical
+            columns) and ``feature_names``.
 
         Raises
         ------
         ImportError
             If shap is not installed.
+        ValueError
+            If ``output`` is not an output of the attribution, or X does not hold the explained
+            rows (shape, missing feature columns, a column neither numeric, string nor
+            categorical).
         """
         try:
             import shap
@@ -239,14 +292,18 @@ class Attribution:
         table = _stats.table({"abs": est}, {}, list(self.feature_names), outputs, alpha)
         return table.drop(columns=["method", "p_value", "q_value"])
 
-    def _data(self, X: Any, n: int) -> tuple[np.ndarray, Any]:
-        """X as a float (n, p) matrix in the attribution's feature order, and the DataFrame to
-        display where it has categorical columns."""
+    def _data(self, X: Any, n: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """X as a float (n, p) matrix in the attribution's feature order, and, where it has
+        categorical columns, the same rows as an (n, p) object array to display: the category
+        labels (str) in those columns, NaN where missing, the floats elsewhere."""
         out, cats = _feature_matrix(self.feature_names, X, n)
-        display = None
-        if cats:
-            names = list(self.feature_names)
-            display = X.set_axis([str(c) for c in X.columns], axis=1)[names]
+        if not cats:
+            return out, None
+        display = out.astype(object)
+        for j, labels in cats.items():
+            lab = np.array(labels + [np.nan], dtype=object)
+            codes = out[:, j]
+            display[:, j] = lab[np.where(np.isnan(codes), len(labels), codes).astype(np.int64)]
         return out, display
 
 
@@ -281,23 +338,74 @@ def _reference(reference: Any) -> tuple[Any, Any, Any]:
     return reference[0], reference[1], reference[2] if len(reference) == 3 else None
 
 
-def _data_values(ens: TreeEnsemble, reference: Any) -> np.ndarray:
-    """PreDecomp's p(t) = -lr G_t / (H_t + lambda) with G_t, H_t summed over ``reference``."""
+def data_sums(ens: TreeEnsemble, reference: Any) -> tuple[np.ndarray, np.ndarray, float]:
+    """The training statistics of every node from ``reference``: G_t and H_t, the staged
+    gradient and hessian sums over the reference rows reaching t (for every node, leaves
+    included), and lambda as the booster applied it to these rows (CatBoost scales it by the
+    mean sample weight)."""
     Xr, yr, wr = _reference(reference)
     G, H, _, _, _ = _staged(ens, Xr, yr, wr)
     Gs = np.empty(ens.n_nodes)
     Hs = np.empty(ens.n_nodes)
     K.subtree_sums(ens.left, ens.right, ens.tree_offsets, G, Gs)
     K.subtree_sums(ens.left, ens.right, ens.tree_offsets, H, Hs)
-    lr = ens.learning_rate[ens._node_tree]
-    lam = ens.reg_lambda
+    lam = float(ens.reg_lambda)
     if wr is not None and ens.l2_scaled_by_mean_weight:
         # the booster scaled l2 by its training set's mean sample weight (CatBoost)
         w = np.asarray(wr, dtype=np.float64)
         lam = lam * float(np.mean(w)) if w.size else lam
+    return Gs, Hs, lam
+
+
+def _data_values(ens: TreeEnsemble, reference: Any) -> np.ndarray:
+    """PreDecomp's p(t) = -lr G_t / (H_t + lambda) with G_t, H_t summed over ``reference``."""
+    Gs, Hs, lam = data_sums(ens, reference)
+    lr = ens.learning_rate[ens._node_tree]
     den = Hs + lam
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(den > 0, -lr * Gs / den, 0.0)
+
+
+#: How the messages name the boosters (``TreeEnsemble.source``).
+_BOOSTER_NAMES = {"catboost": "CatBoost", "xgboost": "XGBoost", "lightgbm": "LightGBM"}
+
+
+class NeedsReference(ValueError):
+    """A computation needs the training data (``reference=``) for a model that stores no
+    hessian covers.
+
+    ``str(e)`` is ``"{caller} needs the training data for {what}: {call}"``, naming the
+    public function called and how to pass its ``reference=``; ``what`` (the model and why)
+    lets a caller in another language (the command line) give its own spelling.
+    """
+
+    def __init__(self, caller: str, what: str, call: str) -> None:
+        self.caller, self.what, self.call = caller, what, call
+        super().__init__(f"{caller} needs the training data for {what}: {call}")
+
+
+def _public_call() -> tuple[str, str]:
+    """The public function the user called (the outermost public call in progress that takes
+    ``reference=``) and how to call it with the training data; ``node_values`` outside any."""
+    call = _calls.outermost("reference")
+    if call is None:
+        return "node_values", "node_values(model, reference=(X_train, y_train))"
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    params = inspect.signature(call.fn).parameters
+    data = [p for p, v in params.items() if v.kind in kinds and p != "self"]
+    return (
+        call.name.rsplit(".", 1)[-1],
+        f"{call.name}({', '.join([*data, 'reference=(X_train, y_train)'])})",
+    )
+
+
+def _needs_reference(ens: TreeEnsemble) -> NeedsReference:
+    """The error for PreDecomp node values of a model without stored covers, naming the
+    public function called and its ``reference=``."""
+    caller, call = _public_call()
+    booster = _BOOSTER_NAMES.get(ens.source, ens.source)
+    what = f"this {booster} {ens.objective} model (it stores no hessian covers)"
+    return NeedsReference(caller, what, call)
 
 
 @public
@@ -310,13 +418,16 @@ def node_values(model: Any, *, attribution: str = "predecomp", reference: Any = 
     attribution : {"predecomp", "saabas"}, default "predecomp"
         ``"predecomp"``: PreDecomp's p(t) = [(H_L + lambda) p(L) + (H_R + lambda) p(R)] /
         (H_t + lambda), from the leaves and the stored hessian covers; ``"saabas"``: Saabas'
-        cover-weighted means (lambda = 0). TreeSHAP has no node values.
+        cover-weighted means (lambda = 0), weighted by the booster's leaf weights (the
+        ensemble's ``count``, CatBoost's sample weight sums, as shap's ``TreeExplainer``
+        weights CatBoost's splits) where the model stores no hessian covers. TreeSHAP has no
+        node values.
     reference : tuple, optional
         ``(X_train, y_train)`` or ``(X_train, y_train, sample_weight)``, normally the training
         set: PreDecomp's p(t) = -lr G_t / (H_t + lambda) with G_t, H_t summed over these rows
         with the staged gradients (for every node, leaves included), instead of the stored
-        covers. Needed for models that store no covers (CatBoost beyond RMSE). Only with
-        ``attribution="predecomp"``.
+        covers. Needed for PreDecomp on models that store no covers (CatBoost beyond RMSE).
+        Only with ``attribution="predecomp"``.
 
     Returns
     -------
@@ -325,8 +436,9 @@ def node_values(model: Any, *, attribution: str = "predecomp", reference: Any = 
     Raises
     ------
     ValueError
-        For another attribution, ``reference`` with ``"saabas"``, or a model without stored
-        covers and no ``reference``.
+        For another attribution, ``reference`` with ``"saabas"``, or PreDecomp on a model
+        without stored covers and no ``reference`` (``NeedsReference``, naming the function
+        called and its ``reference=``).
     """
     _api.check_attribution(attribution, PATH_ATTRIBUTIONS)
     ens = from_model(model)
@@ -339,12 +451,17 @@ def node_values(model: Any, *, attribution: str = "predecomp", reference: Any = 
         return _data_values(ens, reference)
     cover = ens.cover
     if np.any(~np.isfinite(cover)):
-        raise ValueError(
-            f"The {ens.source} model does not store hessian covers (objective "
-            f"{ens.objective!r}), so node values need the training data: "
-            "node_values(model, reference=(X_train, y_train)), or "
-            "predecomp(model, X, reference=(X_train, y_train))."
-        )
+        if attribution == "predecomp":
+            raise _needs_reference(ens)
+        if not np.all(np.isfinite(ens.count)):
+            raise ValueError(
+                f"The {ens.source} model stores neither hessian covers nor leaf weights, so "
+                "Saabas has no node values; use attribution='predecomp' with the training "
+                "data (reference=)."
+            )
+        # Saabas' means weighted by the booster's leaf weights (CatBoost's sample weight
+        # sums, as shap's TreeExplainer weights them) where no hessian covers are stored
+        cover = ens.count
     lam = ens.reg_lambda if attribution == "predecomp" else 0.0
     out = np.empty(ens.n_nodes)
     K.node_values(ens.left, ens.right, ens.tree_offsets, ens.value, cover, lam, out)
@@ -422,7 +539,9 @@ def saabas(model: Any, X: Any, *, iteration_range: tuple[int, int] | None = None
     """Saabas: per-row attributions from cover-weighted mean node values.
 
     The same path decomposition as ``predecomp`` with p(t) the hessian-weighted mean of
-    its children, as XGBoost's ``approx_contribs`` and shap's ``approximate=True`` use.
+    its children, as XGBoost's ``approx_contribs`` and shap's ``approximate=True`` use. For
+    models that store no hessian covers (CatBoost classifiers) the weights are the booster's
+    leaf weights (``node_values(model, attribution="saabas")``): no training data is needed.
 
     Parameters
     ----------

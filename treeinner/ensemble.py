@@ -29,7 +29,7 @@ from ._format import (
     default_grad_params,
 )
 from ._thresholds import float32_le_bound, float32_lt_bound
-from .kernels import routing
+from .kernels import oblivious, routing
 
 __all__ = ["DECISION_RULES", "TreeEnsemble"]
 
@@ -520,6 +520,7 @@ class TreeEnsemble:
             bottom,
             flags,
             self._tree_depth,
+            oblivious.FAST_PATH,
         )
         return Layout(
             top_depth=top,
@@ -607,8 +608,10 @@ class TreeEnsemble:
             return _input.as_rows(
                 self.input_map.transform(X), self.n_features, self.feature_names, False, None
             )
+        used = np.zeros(self.n_features, dtype=bool)  # columns no split reads are not converted
+        used[self.feature[self.left >= 0]] = True
         return _input.as_rows(
-            X, self.n_features, self.feature_names, self.named, self.categories or None
+            X, self.n_features, self.feature_names, self.named, self.categories or None, used
         )
 
     def predict_margin(
@@ -716,12 +719,31 @@ class TreeEnsemble:
         ----------
         path : str or path-like
             Destination; ``.npz`` is appended by NumPy when missing.
+
+        Notes
+        -----
+        An ensemble that routes rows through its booster (an ``input_map``: CatBoost's
+        categorical splits) is saved with the document its input map is rebuilt from (the
+        input map's ``saved_state()``: a kind and a JSON document, the booster's JSON model),
+        in format version 3, which treeinner before it refuses instead of reading it without
+        the routing. ``load_npz`` rebuilds the input map through the rebuilder the adapter
+        registered for that kind (``register_input_map``).
+
+        Raises
+        ------
+        ValueError
+            For an input map that cannot be saved (no ``saved_state``).
         """
+        saved = None
         if self.input_map is not None:
-            raise ValueError(
-                "This ensemble routes rows through its booster (CatBoost categorical splits) "
-                "and cannot be saved on its own; save the booster's model instead."
-            )
+            state = getattr(self.input_map, "saved_state", None)
+            if state is None:
+                raise ValueError(
+                    "This ensemble routes rows through its booster (CatBoost categorical "
+                    "splits) with an input map that cannot be saved; save the booster's model "
+                    "instead."
+                )
+            saved = state()
         arrays = {n: getattr(self, n) for n in {**_NODE_ARRAYS, **_TREE_ARRAYS, **_OTHER_ARRAYS}}
         arrays["grad_params"] = self.grad_params
         if self.linear_leaves is not None:
@@ -740,12 +762,22 @@ class TreeEnsemble:
                 meta[f.name] = getattr(self, f.name)
         meta["linear_leaves"] = self.linear_leaves is not None
         meta["inexact"] = list(self.inexact)
+        if saved is not None:
+            kind, document = saved
+            meta["format_version"] = _INPUT_MAP_FORMAT_VERSION
+            meta["input_map"] = str(kind)
+            doc = json.dumps(document, default=_json_scalar).encode()
+            arrays["input_map_document"] = np.frombuffer(doc, dtype=np.uint8)
         blob = json.dumps(meta, default=_json_scalar).encode()
         np.savez_compressed(path, __meta__=np.frombuffer(blob, dtype=np.uint8), **arrays)
 
     @classmethod
     def load_npz(cls, path: str | os.PathLike) -> TreeEnsemble:
-        """Read an ensemble written by ``save``.
+        """Read an ensemble written by ``save`` (never unpickling).
+
+        An ensemble saved with an input map gets it rebuilt from the stored document by the
+        rebuilder its adapter registered (``register_input_map``; CatBoost's reloads the
+        model's JSON export into catboost, which it then needs).
 
         Parameters
         ----------
@@ -754,6 +786,12 @@ class TreeEnsemble:
         Returns
         -------
         TreeEnsemble
+
+        Raises
+        ------
+        ValueError
+            For a file that is not a saved ensemble, is corrupt, or was saved by another
+            format version; or whose input map cannot be rebuilt.
         """
         try:
             with np.load(path, allow_pickle=False) as z:
@@ -776,7 +814,11 @@ class TreeEnsemble:
                 f"(format version {FORMAT_VERSION}). Re-save the ensemble from the booster: "
                 "treeinner.from_model(booster).save(path)."
             )
-        if version != FORMAT_VERSION:
+        kind = meta.pop("input_map", None)
+        document = data.pop("input_map_document", None)
+        if version == _INPUT_MAP_FORMAT_VERSION and (kind is None or document is None):
+            raise ValueError(f"{os.fspath(path)!r} lacks its input map document.")
+        if version not in (FORMAT_VERSION, _INPUT_MAP_FORMAT_VERSION):
             raise ValueError(f"Unsupported TreeEnsemble format version {version}.")
         meta["categories"] = {int(k): v for k, v in meta.get("categories", {}).items()}
         meta["feature_names"] = tuple(meta["feature_names"])
@@ -793,7 +835,20 @@ class TreeEnsemble:
         if missing:
             raise ValueError(f"{os.fspath(path)!r} lacks {sorted(missing)}.")
         kwargs = {k: v for k, v in {**data, **meta}.items() if k in known}
-        return cls(**kwargs)
+        ens = cls(**kwargs)
+        if kind is None:
+            return ens
+        rebuild = _INPUT_MAP_LOADERS.get(kind)
+        if rebuild is None:
+            raise ValueError(
+                f"{os.fspath(path)!r} routes rows through a {kind!r} input map, which no "
+                "adapter has registered (import treeinner first)."
+            )
+        try:
+            doc = json.loads(document.tobytes().decode())
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{os.fspath(path)!r}: corrupt input map document ({e}).") from e
+        return cls(**kwargs, input_map=rebuild(doc, ens))
 
     def replace(self, **changes: Any) -> TreeEnsemble:
         """A copy with some fields replaced (validated again).
@@ -812,6 +867,22 @@ class TreeEnsemble:
         kwargs = {f.name: getattr(self, f.name) for f in fields(self)}
         kwargs.update(changes)
         return type(self)(**kwargs)
+
+
+#: The format version of a saved ensemble with an input map (its document stored with it).
+_INPUT_MAP_FORMAT_VERSION = 3
+
+#: How saved input maps are rebuilt, by kind: ``rebuild(document, ensemble)`` returns the
+#: input map of ``ensemble`` (loaded without it) from the document ``saved_state()`` gave.
+_INPUT_MAP_LOADERS: dict[str, Any] = {}
+
+
+def register_input_map(kind: str, rebuild: Any) -> None:
+    """Register how an adapter's input map of ``kind`` is rebuilt when a saved ensemble is
+    loaded: ``rebuild(document, ensemble) -> input_map``, raising ValueError when the
+    document does not describe the ensemble's trees (the format layer never imports the
+    adapters; they register themselves)."""
+    _INPUT_MAP_LOADERS[kind] = rebuild
 
 
 def _json_scalar(v: Any) -> Any:

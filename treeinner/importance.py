@@ -146,10 +146,13 @@ def importance(
         Weights of the evaluation rows.
     reference : tuple, optional
         ``(X_train, y_train[, sample_weight])``, the training data: PreDecomp node values
-        recomputed from it for ``tree_inner``, ``forest_inner`` and ``abs_predecomp``, and the
-        training sums of ``unbiased_gain``. Needed for models that store no hessian covers
-        (CatBoost with a loss other than RMSE). The other methods ignore it; a ValueError is
-        raised when none of ``methods`` uses it. Not combined with ``n_bootstrap``.
+        recomputed from it for ``tree_inner``, ``forest_inner`` and ``abs_predecomp``, the
+        training sums of ``unbiased_gain``, and the split gains of ``total_gain`` for models
+        that store none (``treeinner.total_gain(model, reference=...)``). Needed for models
+        that store no hessian covers (CatBoost with a loss other than RMSE); Saabas and
+        TreeSHAP need no training data. The other methods ignore it; a ValueError is raised
+        when none of ``methods`` uses it. With ``n_bootstrap`` the reference stays fixed: only
+        the evaluation rows are resampled.
     random_state : int or numpy Generator, optional
         Seed of the permutations, of the unbiased gain's draws and of the bootstrap.
     n_repeats : int
@@ -190,14 +193,11 @@ def importance(
     chosen = [get(name) for name in resolve(methods, attribution)]
     if n_bootstrap and _api.n_rows(X) == 0:
         raise ValueError("n_bootstrap needs at least one evaluation row; X has none.")
-    if reference is not None:
-        if n_bootstrap:
-            raise ValueError("n_bootstrap does not support reference= yet; pass one or the other.")
-        if not any(m.uses_reference for m in chosen):
-            raise ValueError(
-                f"reference= is used by {', '.join(m for m in REGISTRY if get(m).uses_reference)}"
-                f"; none of {[m.name for m in chosen]} uses it."
-            )
+    if reference is not None and not any(m.uses_reference for m in chosen):
+        raise ValueError(
+            f"reference= is used by {', '.join(m for m in REGISTRY if get(m).uses_reference)}"
+            f"; none of {[m.name for m in chosen]} uses it."
+        )
     if y is None and any(m.needs_y for m in chosen):
         raise ValueError(
             f"y is None, but {[m.name for m in chosen if m.needs_y]} need the labels of X."

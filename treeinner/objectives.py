@@ -13,12 +13,65 @@ by its adapter when the ensemble is built (``TreeEnsemble.grad_objective``, ``gr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from . import _format as fmt
 
-__all__ = ["Objective", "get_objective"]
+__all__ = ["Objective", "SoftLabels", "get_objective", "keep_soft"]
+
+# Logistic objectives whose labels are probabilities by definition (not binary classifiers)
+_PROBABILITY_LABELS = frozenset({"reg:logistic", "cross_entropy", "xentropy", "CrossEntropy"})
+
+
+class SoftLabels(np.ndarray):
+    """Labels that are probabilities on purpose (soft labels), for a binary classifier.
+
+    A binary classifier (a logistic objective such as XGBoost's ``binary:logistic``,
+    LightGBM's ``binary``, CatBoost's ``Logloss``) refuses labels other than 0 and 1, which
+    are usually a mistake (probabilities or scores passed as y). Wrap y to say they are
+    intended: ``tree_inner(model, X, treeinner.SoftLabels(p))``; every function that takes
+    labels (and ``reference=(X_train, SoftLabels(p_train))``) then accepts values in [0, 1].
+
+    It is a float64 array (a copy of y): indexing it keeps the marker.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Labels in [0, 1].
+
+    Examples
+    --------
+    >>> treeinner.tree_inner(model, X, treeinner.SoftLabels(p))  # doctest: +SKIP
+    """
+
+    def __init__(self, y: Any) -> None:
+        """The data is copied by ``__new__``; documented here for the signature."""
+
+    def __new__(cls, y: Any) -> SoftLabels:
+        """A copy of ``y`` as float64 soft labels (owning its memory)."""
+        data = np.asarray(y, dtype=np.float64)
+        out = np.ndarray.__new__(cls, data.shape, np.float64)
+        out[...] = data
+        return out
+
+
+def keep_soft(source: Any, y: Any) -> Any:
+    """``y`` (labels derived from ``source``: converted, indexed, encoded) as ``SoftLabels``
+    when ``source`` is: for code that copies labels (fancy indexing of a plain array) before
+    they reach ``Objective.check_labels``."""
+    return SoftLabels(y) if _soft(source) and not isinstance(y, SoftLabels) else y
+
+
+def _soft(y: Any) -> bool:
+    """Whether y is (a view of) ``SoftLabels``: np.asarray and slicing keep the owner."""
+    seen = 0
+    while isinstance(y, np.ndarray) and seen < 64:
+        if isinstance(y, SoftLabels):
+            return True
+        y, seen = y.base, seen + 1
+    return False
 
 
 @dataclass(frozen=True)
@@ -62,8 +115,11 @@ class Objective:
         Raises
         ------
         ValueError
-            If labels are missing, non-finite or outside the objective's domain.
+            If labels are missing, non-finite or outside the objective's domain; for a binary
+            classifier (a logistic objective other than the probability-label ones), labels
+            other than 0 and 1 unless y is ``SoftLabels``.
         """
+        soft = _soft(y)
         y = np.asarray(y)
         if y.ndim == 2 and y.shape[1] == 1:
             y = y[:, 0]
@@ -78,6 +134,18 @@ class Objective:
         bad = None
         if c == fmt.LOGISTIC and np.any((y < 0) | (y > 1)):
             bad = "labels must be in [0, 1]"
+        elif (
+            c == fmt.LOGISTIC
+            and not soft
+            and self.name not in _PROBABILITY_LABELS
+            and np.any((y != 0) & (y != 1))
+        ):
+            shown = ", ".join(f"{v:g}" for v in np.unique(y[(y != 0) & (y != 1)])[:3])
+            raise ValueError(
+                f"Invalid labels for the {self.name} objective (a binary classifier): labels "
+                f"must be 0 or 1; got {shown}. If these are soft labels (probabilities) on "
+                "purpose, pass y as treeinner.SoftLabels(y)."
+            )
         elif c == fmt.HINGE and np.any((y != 0) & (y != 1)):
             bad = "labels must be 0 or 1"
         elif c in (fmt.SOFTMAX, fmt.OVA) and (

@@ -355,8 +355,10 @@ def summary(
         From ``treeinner.predecomp``, ``treeinner.saabas`` or
         ``treeinner.tree_shap``.
     X : array-like of shape (n_samples, n_features), DataFrame or scipy sparse matrix
-        The explained rows (DataFrame columns matched by feature name; categorical columns are
-        coloured by category code).
+        The explained rows (DataFrame columns matched by feature name). Categorical columns
+        (pandas ``category``, ``object`` and string columns that are not numbers, pyarrow
+        dictionaries) are coloured by category code: a categorical's own codes, otherwise
+        those of its distinct values sorted as strings, as ``Attribution.to_shap`` codes them.
     max_display : int, default 20
         Number of features shown.
     output : int, optional
@@ -428,7 +430,9 @@ def dependence(
     ----------
     attribution, X
         As for ``summary``: the attributions and the rows they explain. Rows where the feature
-        is missing have no x position and are not drawn.
+        is missing have no x position and are not drawn. A categorical feature is placed at its
+        category codes, labelled with the categories on the x axis (up to 30 of them); a
+        categorical colour feature gets its categories on the colour bar (up to 20).
     feature : str or int
         Feature name or index (in the attribution's feature order).
     color : str or int, optional

@@ -15,8 +15,9 @@ from ._api import public
 from ._crossfit import encode_labels as _encode_labels
 from ._methods import REGISTRY, Method, get, resolve
 from ._significance import significance
+from .attribution import NeedsReference
 
-__all__ = ["DEFAULT_RULE", "RULES", "select_features"]
+__all__ = ["DEFAULT_ALPHA", "DEFAULT_RULE", "RULES", "select_features"]
 
 #: The selection rules: keep by false discovery rate, drop only the confidently useless, or
 #: keep the scores above a threshold.
@@ -25,6 +26,20 @@ RULES: tuple[str, ...] = ("fdr", "interval", "threshold")
 #: The rule ``select_features``, ``TreeInnerSelector`` and ``treeinner select`` apply to a
 #: method with standard errors when neither a rule nor a threshold is given.
 DEFAULT_RULE = "interval"
+
+#: The level of each rule when ``alpha`` is None (the default of ``select_features``,
+#: ``TreeInnerSelector`` and ``treeinner select``): the false discovery rate 0.1 for ``"fdr"``;
+#: for ``"interval"`` 0.2, so a feature is dropped when its one-sided 80% upper bound is at or
+#: below 0. 0.2 is the level that, cross-fitted with 5 folds (the selector's default), came
+#: closest to the three criteria of ``docs/selection_benchmark.md`` (refit model no worse than
+#: all features on every data set, mean change >= 0, >= 70% of added noise dropped): a smaller
+#: alpha keeps more noise, a larger one starts to cost the refit model; that page reruns the
+#: sweep. The threshold rule keeps by its threshold and has no level.
+DEFAULT_ALPHA: dict[str, float] = {"fdr": 0.1, "interval": 0.2}
+
+#: The level of the reported significance table under the threshold rule with ``alpha=None``
+#: (its intervals are then two-sided 80%, ``ci_high`` the one-sided 90% bound).
+_THRESHOLD_TABLE_ALPHA = 0.1
 
 _NORMAL = NormalDist()
 
@@ -84,9 +99,13 @@ def _check_rule(rule: Any, threshold: Any, method: Method) -> tuple[str, float]:
     return rule, _check_threshold(0.0 if threshold is None else threshold)
 
 
-def _check_alpha(alpha: Any) -> float:
-    """The selection rules' alpha: below 0.5, so that the one-sided bound of ``interval``
-    lies above the score."""
+def _check_alpha(alpha: Any, rule: str) -> float:
+    """The selection rules' alpha for ``rule`` (already resolved): None is the rule's
+    ``DEFAULT_ALPHA`` (for the threshold rule, which has no level, the level of the table it
+    reports: 0.1); otherwise below 0.5, so that the one-sided bound of ``interval`` lies above
+    the score."""
+    if alpha is None:
+        return DEFAULT_ALPHA.get(rule, _THRESHOLD_TABLE_ALPHA)
     return _api.check_alpha(alpha, upper=0.5)
 
 
@@ -170,7 +189,8 @@ def _selection_table(
             alpha=_table_level(alpha),
         )
     except ValueError as e:
-        if reference is None and "reference=" in str(e) and method.uses_reference:
+        named = isinstance(e, NeedsReference)  # already names select_features' reference=
+        if reference is None and "reference=" in str(e) and method.uses_reference and not named:
             raise ValueError(f"{e} select_features: pass reference=(X_train, y_train).") from e
         raise
 
@@ -191,7 +211,7 @@ def select_features(
     method: str = "tree_inner",
     attribution: str = "predecomp",
     rule: str | None = None,
-    alpha: float = 0.1,
+    alpha: float | None = None,
     threshold: float | None = None,
     top_k: int | None = None,
     sample_weight: Any = None,
@@ -243,9 +263,15 @@ def select_features(
         None: ``"threshold"`` if a ``threshold`` is given or the method has no standard error
         (``total_gain``, ``permutation``), else ``treeinner.selection.DEFAULT_RULE``
         (``"interval"``). ``"fdr"`` and ``"interval"`` need a method with a standard error.
-    alpha : float, default 0.1
+    alpha : float or None, default None
         Level of ``"fdr"`` (the false discovery rate) and ``"interval"`` (the one-sided
-        confidence bound is at level ``1 - alpha``); strictly between 0 and 0.5.
+        confidence bound is at level ``1 - alpha``); strictly between 0 and 0.5. None: the
+        rule's default, ``treeinner.selection.DEFAULT_ALPHA``: 0.1 for ``"fdr"``, 0.2 for
+        ``"interval"`` (drop a feature when its one-sided 80% upper bound is at or below 0).
+        0.2 is the level at which the interval rule, cross-fitted with 5 folds, came closest
+        to the criteria of the selection benchmark (``docs/selection_benchmark.md``): smaller
+        levels kept more of the added noise, larger ones cost the refit model test score. The
+        threshold rule keeps by its threshold, not by a level.
     threshold : float or None, default None
         The threshold rule's cut: keep features whose score is strictly greater (None: 0).
         ``-inf`` keeps every feature with a score (use it with ``top_k`` to rank by the score
@@ -297,7 +323,7 @@ def select_features(
     """
     column = _resolve_method(method, attribution)
     rule, threshold = _check_rule(rule, threshold, get(column))
-    alpha = _check_alpha(alpha)
+    alpha = _check_alpha(alpha, rule)
     top_k = _check_top_k(top_k)
     frame = _totals(
         _selection_table(

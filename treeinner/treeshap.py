@@ -18,6 +18,7 @@ from .adapters import from_model
 from .attribution import Attribution, _tree_range
 from .ensemble import TreeEnsemble
 from .kernels import attribution as KA
+from .kernels import oblivious as KO
 from .kernels import treeshap as K
 
 __all__ = ["tree_shap"]
@@ -144,6 +145,7 @@ class _ShapSetup:
     simple: np.ndarray  # per tree: numeric splits, NaN the default way
     tree_nq: np.ndarray
     max_nodes: int
+    otab: tuple  # oblivious trees' leaf tables: (has_tab, ptr, col, val), see _leaf_tables
 
     @property
     def n_players(self) -> int:
@@ -157,7 +159,12 @@ class _ShapSetup:
         return np.moveaxis(moved, -1, axis)
 
 
-def _setup(ens: TreeEnsemble, weights: str, lo: int, hi: int) -> _ShapSetup:
+def _setup(
+    ens: TreeEnsemble, weights: str, lo: int, hi: int, n_rows: int | None = None
+) -> _ShapSetup:
+    """The TreeSHAP setup of trees ``lo:hi`` split by ``weights``; ``n_rows``: the number of
+    rows it will explain (oblivious trees with more leaves than rows are not tabulated, their
+    tables would cost more than the rows; None: no limit)."""
     if ens._linear is not None:
         raise NotImplementedError(
             "TreeSHAP of models with linear leaves (LightGBM linear_tree) is not supported."
@@ -179,7 +186,45 @@ def _setup(ens: TreeEnsemble, weights: str, lo: int, hi: int) -> _ShapSetup:
     tree_nq, tq, wq = _quadrature(ens._tree_depth)
     tabs = K.edge_tables(lay[3], ens.tree_offsets, tree_nq, tq, wq)
     max_nodes = int(np.diff(ens.tree_offsets).max()) if ens.n_trees else 1
-    return _ShapSetup(ens, weight, player, pcredit, lay, tabs, simple, tree_nq, max_nodes)
+    n_players = player.shape[0] if pcredit is None else pcredit.shape[0]
+    max_depth = _table_depth_cap(n_rows)
+    otab = _leaf_tables(ens, lay, tabs, tree_nq, n_players, max_depth)
+    return _ShapSetup(ens, weight, player, pcredit, lay, tabs, simple, tree_nq, max_nodes, otab)
+
+
+def _table_depth_cap(n_rows: int | None) -> int:
+    """The largest depth of an oblivious tree worth tabulating for ``n_rows`` rows: a tree of
+    depth d costs 2^d TreeSHAP evaluations to tabulate, once per call."""
+    if n_rows is None:
+        return 64
+    return int(np.floor(np.log2(max(int(n_rows), 1))))
+
+
+def _leaf_tables(
+    ens: TreeEnsemble, lay: tuple, tabs: tuple, tree_nq: np.ndarray, n_players: int, max_depth: int
+):
+    """The TreeSHAP values of every leaf of the oblivious trees of depth at most
+    ``max_depth`` (``kernels.oblivious``), as ``(has_tab, ptr, col, val)``: ``has_tab[t]``
+    marks the trees read from the tables, leaf n's (player, value) entries are
+    ``ptr[n]:ptr[n + 1]``. No tables while the fast path is off
+    (``kernels.oblivious.general_path``)."""
+    has_tab = np.zeros(ens.n_trees, dtype=np.uint8)
+    ptr = np.zeros(ens.n_nodes + 1, dtype=np.int64)
+    if not KO.FAST_PATH or ens.n_trees == 0:
+        return has_tab, ptr, np.zeros(0, dtype=np.int64), np.zeros(0)
+    layout = ens._layout
+    if not np.any(layout.tree_flags & KO.TREE_OBLIVIOUS):
+        return has_tab, ptr, np.zeros(0, dtype=np.int64), np.zeros(0)
+    flags, depth = layout.tree_flags, layout.top_depth
+    size = KO.shap_list_size(ens.tree_offsets, flags, depth, max_depth)
+    col = np.zeros(size, dtype=np.int64)
+    val = np.zeros(size)
+    nodes = ens._nodes()
+    end = KO.shap_leaf_tables(
+        nodes, layout, lay, tabs, tree_nq, n_players, max_depth, ptr, col, val
+    )
+    has_tab[:] = ((flags & KO.TREE_OBLIVIOUS) != 0) & (depth <= max_depth)
+    return has_tab, ptr, col[:end], val[:end]
 
 
 def _expected_value(ens: TreeEnsemble, weight: np.ndarray, lo: int, hi: int) -> np.ndarray:
@@ -242,17 +287,17 @@ def tree_shap(
     _api.check_choice("node_weight", node_weight, _api.NODE_WEIGHTS)
     ens = from_model(model)
     lo, hi = _tree_range(ens, iteration_range)
-    su = _setup(ens, node_weight, lo, hi)
     n, blocks = ens._blocks(X)
+    su = _setup(ens, node_weight, lo, hi, n)
     out = np.zeros((n, su.n_players, ens.n_outputs), dtype=np.float64)
     nodes = su.ens._nodes()
     for start, block in blocks:
-        kernel = K.tree_shap
+        kernel = K.tree_shap_tab
         if block.shape[0] * (hi - lo) < _SERIAL_WORK:
-            kernel = K.tree_shap_serial
+            kernel = K.tree_shap_tab_serial
         kernel(
-            block, nodes, su.lay, su.tabs, su.simple, su.tree_nq, lo, hi, su.max_nodes,
-            ens._float32_input, out[start : start + block.shape[0]],
+            block, nodes, su.ens._layout, su.lay, su.tabs, su.simple, su.tree_nq, lo, hi,
+            su.max_nodes, ens._float32_input, su.otab, out[start : start + block.shape[0]],
         )  # fmt: skip
     out = su.credit(out, axis=1)
     values = out[:, :, 0] if ens.n_outputs == 1 else out
@@ -265,11 +310,11 @@ def _inner_pass(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any):
     """Set up a streamed TreeSHAP TreeInner/ForestInner pass: the TreeSHAP setup, row count,
     row blocks, labels, weights, number of row chunks, and the kernel arguments that follow
     the rows, labels and weights."""
-    su = _setup(ens, "auto", 0, ens.n_trees)
     obj, n, blocks, yv, w, _ = _inputs(ens, X, y, sample_weight)
+    su = _setup(ens, "auto", 0, ens.n_trees, n)
     n_chunks = dynamic_chunks(n)
     args = (su.ens._nodes(), su.ens._layout, stages(su.ens, obj), su.lay, su.tabs, su.simple,
-            su.tree_nq, su.max_nodes, su.ens.learning_rate)  # fmt: skip
+            su.tree_nq, su.max_nodes, su.ens.learning_rate, su.otab)  # fmt: skip
     return su, n, blocks, yv, w, n_chunks, args
 
 

@@ -4,7 +4,9 @@ where each row goes at them.
 The kernels cannot evaluate these splits from the raw columns (CTRs are target statistics of
 category combinations). Each split got a synthetic 0/1 column of its own (``_cb_trees``);
 ``CategoricalRouting.transform(X)`` fills those columns through ``calc_leaf_indexes`` and
-passes the numeric columns through.
+passes the numeric columns through. Dataframes other than pandas (polars, pyarrow) are made
+pandas first: CatBoost is never handed a polars frame (a polars Categorical column crashes
+``catboost.Pool``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ import os
 import tempfile
 from typing import Any
 
+import narwhals.stable.v2 as nw
 import numpy as np
+
+from .. import _input
 
 _PIP = "pip install catboost"
 
@@ -83,10 +88,13 @@ class CategoricalRouting:
             if model is None:
                 model = _load(doc)
         self.model = model
+        self.document = doc
         self.n_raw = fmap.n_raw
         self.cat_features = sorted(fmap.cat_cols.values())
         self.float_cols = sorted({c for c, _ in fmap.values()})
         self.output_names = tuple(names)
+        # names of the user's (CatBoost gives f0, f1, ... to columns trained without names)
+        self.named = self.output_names != tuple(f"f{i}" for i in range(len(names)))
         self.credit = np.zeros((fmap.n_raw + len(fmap.synth), fmap.n_raw))
         self.credit[np.arange(fmap.n_raw), np.arange(fmap.n_raw)] = 1.0
         col_names = list(names)
@@ -96,6 +104,11 @@ class CategoricalRouting:
         self.column_names = tuple(col_names)
         self.trees = sorted(set(fmap.synth_tree))
         self._index_paths(joined, k)
+
+    def saved_state(self) -> tuple[str, dict]:
+        """What ``TreeEnsemble.save`` stores to rebuild this routing (``catboost.py``'s
+        ``_rebuild_routing``): the kind ``"catboost"`` and the model's JSON export."""
+        return "catboost", self.document
 
     def _index_paths(self, joined: dict[str, np.ndarray], k: int) -> None:
         """Per CatBoost tree with categorical splits (its first output's copy): leaf number ->
@@ -117,11 +130,41 @@ class CategoricalRouting:
             table[ids[leaves]] = lo + leaves
             self.leaf_node[t] = table
 
-    def _numeric(self, X: Any) -> tuple[Any, np.ndarray]:
-        """X (a DataFrame reordered by name when its columns are the model's) and the kernels'
-        input with the numeric columns filled in, the synthetic ones 0."""
+    def _pandas(self, frame: Any) -> Any:
+        """A pandas DataFrame of a polars, pyarrow, ... frame (never handed to CatBoost as it
+        is: a polars Categorical column crashes ``catboost.Pool``): numeric columns as
+        float64, categorical features as their values (None where missing)."""
         import pandas as pd
 
+        names = [str(c) for c in frame.columns]
+        by_name = len(set(names)) == len(names) and set(names) == set(self.output_names)
+        cat = {self.output_names[c] for c in self.cat_features} if by_name else None
+        cols = {}
+        for k, name in enumerate(frame.columns):
+            s = frame.get_column(name)
+            if (str(name) in cat) if by_name else (k in self.cat_features):
+                values = s.to_numpy()
+                if s.null_count():
+                    values = values.astype(object)
+                    values[s.is_null().to_numpy()] = None
+            elif s.dtype.is_numeric() or isinstance(s.dtype, nw.Boolean):
+                values = _input.numeric_column(s)
+            else:
+                values = s.to_numpy()
+            cols[k] = values
+        out = pd.DataFrame(cols)
+        out.columns = list(frame.columns)
+        return out
+
+    def _numeric(self, X: Any) -> tuple[Any, np.ndarray]:
+        """X (a pandas DataFrame reordered by name when its columns are the model's) and the
+        kernels' input with the numeric columns filled in, the synthetic ones 0."""
+        import pandas as pd
+
+        if not isinstance(X, pd.DataFrame):
+            frame = _input.as_frame(X)
+            if frame is not None:
+                X = self._pandas(frame)
         if isinstance(X, pd.DataFrame):
             if X.shape[1] != self.n_raw:
                 raise ValueError(
@@ -138,12 +181,17 @@ class CategoricalRouting:
                 raise ValueError(
                     f"X has shape {arr.shape}; the model expects {self.n_raw} features."
                 )
+            if self.named:
+                _input.warn_unnamed(self.output_names)
             raw = {c: arr[:, c] for c in self.float_cols}
         out = np.zeros((X.shape[0], self.credit.shape[0]))
         out[:, : self.n_raw] = np.nan
         try:
             for c, v in raw.items():
-                out[:, c] = np.asarray(v, dtype=np.float64)
+                if isinstance(v, pd.Series):
+                    out[:, c] = v.to_numpy(dtype=np.float64, na_value=np.nan)
+                else:
+                    out[:, c] = np.asarray(v, dtype=np.float64)
         except (TypeError, ValueError) as e:
             raise ValueError(f"A numeric feature of X holds a non-number: {e}") from e
         return X, out

@@ -5,6 +5,15 @@
 or non-symmetric (depth first), into per-node arrays with ``k`` values per leaf. A categorical
 split (one-hot or CTR) gets a synthetic 0/1 column of its own, which ``_cb_categorical`` fills
 by asking CatBoost where each row goes.
+
+Credit of the synthetic columns (one convention for TreeSHAP's players and for every path
+attribution and importance: PreDecomp, Saabas, TreeInner, ForestInner, unbiased gain): a
+one-hot split is credited to its categorical feature; a CTR split to the categorical features
+whose values its projection counts (``cat_feature_value`` elements), equally when there are
+several. The float borders and one-hot values a projection may combine with them (tree CTRs,
+``max_ctr_complexity`` > 1) are not credited, as in CatBoost's ShapValues, which key a CTR's
+Shapley player on ``Projection.CatFeatures`` only. So CTR(c, x > b) is the feature ``c``,
+CTR(c1, c2) the player {c1, c2} shared half and half, and TreeSHAP equals ShapValues.
 """
 
 from __future__ import annotations
@@ -162,17 +171,46 @@ def _categorical_map(fmap: FeatureMap, floats: list, cats: list, ctrs: list) -> 
     fmap.n_onehot_values = sum(len(f.get("values") or []) for f in cats)
     fmap.ctr_cols = []
     for c in ctrs:
-        cols = []
-        for e in c.get("elements") or []:
-            if "cat_feature_index" in e and e["cat_feature_index"] in fmap.cat_cols:
-                cols.append(fmap.cat_cols[e["cat_feature_index"]])
-            elif "float_feature_index" in e and e["float_feature_index"] in fmap:
-                cols.append(fmap[e["float_feature_index"]][0])
-        if not cols:
-            raise bad("a CTR description names no known feature.")
-        key = tuple(sorted(set(cols)))
+        key = _ctr_credit(fmap, c)
         for b in c.get("borders") or []:
             fmap.ctr_cols.append((num(b, "a CTR border"), c.get("target_border_idx", 0), key))
+
+
+def _ctr_credit(fmap: FeatureMap, ctr: Any) -> tuple[int, ...]:
+    """The columns a CTR's splits are credited to: the categorical features whose values
+    the CTR counts (its projection's ``cat_feature_value`` elements), sorted.
+
+    The projection may also hold float borders (``float_feature``) and one-hot values
+    (``cat_feature_exact_value``) of splits above it in the tree; they select which rows a
+    count is taken over but are not credited, as in CatBoost's ShapValues (which key a CTR's
+    Shapley player on ``Projection.CatFeatures`` only). A projection without a categorical
+    value element is refused: CatBoost never builds one (every CTR counts a categorical
+    feature), and its ShapValues would drop such a split's contribution.
+    """
+    if not isinstance(ctr, dict) or not isinstance(ctr.get("elements"), list):
+        raise bad("a CTR description has no elements.")
+    cols = set()
+    for e in ctr["elements"]:
+        if not isinstance(e, dict):
+            raise bad("a CTR element is not an object.")
+        kind = e.get("combination_element")
+        if kind is None:  # absent: read it off the element's keys
+            kind = "float_feature" if "float_feature_index" in e else "cat_feature_value"
+        if kind in ("cat_feature_value", "cat_feature_exact_value"):
+            ci = e.get("cat_feature_index")
+            if not isinstance(ci, int) or isinstance(ci, bool) or ci not in fmap.cat_cols:
+                raise bad(f"a CTR element uses cat_feature_index {ci!r}, not described.")
+            if kind == "cat_feature_value":
+                cols.add(fmap.cat_cols[ci])
+        elif kind == "float_feature":
+            fi = e.get("float_feature_index")
+            if not isinstance(fi, int) or isinstance(fi, bool) or fi not in fmap:
+                raise bad(f"a CTR element uses float_feature_index {fi!r}, not described.")
+        else:
+            raise NotImplementedError(f"CatBoost CTR elements of kind {kind!r} are not supported.")
+    if not cols:
+        raise bad("a CTR projection counts no categorical feature.")
+    return tuple(sorted(cols))
 
 
 def _split(s: Any, fmap: FeatureMap) -> tuple[int, float, bool]:

@@ -20,7 +20,7 @@ two agree to float64 rounding (about 1e-16 of the summed magnitudes), not bit fo
 
 ``leaf_weights`` are sums of sample weights, not hessians. They are used as covers only for
 RMSE, whose hessian is the sample weight; for every other loss the covers are NaN and node
-values must come from data (``node_values(kind="data")``, ``predecomp(..., reference=...)``).
+values come from the training data (PreDecomp, ``reference=``) or from ``count`` (Saabas).
 CatBoost scales ``l2_leaf_reg`` by the mean sample weight of the training set; ``reg_lambda``
 is ``l2_leaf_reg`` and ``l2_scaled_by_mean_weight`` tells ``node_values`` to scale it by the
 mean weight of the reference data. The leaf weights are the ensemble's ``count`` for every
@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _format as fmt
-from ..ensemble import TreeEnsemble
+from ..ensemble import TreeEnsemble, register_input_map
 from ._cb_categorical import CategoricalRouting, require_catboost
 from ._cb_trees import FeatureMap, bad, features, num, parse_trees
 from ._common import assemble, emit, library_of, pick
@@ -499,3 +499,22 @@ def kernel_objective(
 #: CatBoost's conventions: float32 borders, float64 sums, TreeSHAP weighted by the leaf weights
 #: (sample weight sums), l2_leaf_reg scaled by the mean sample weight
 _BOOSTER = Booster("catboost", "float32 <=", False, "count", kernel_objective, _INEXACT, True)
+
+
+def _rebuild_routing(doc: Any, ens: TreeEnsemble) -> Any:
+    """The categorical routing of a saved ensemble (``TreeEnsemble.load_npz``), rebuilt from
+    the model's JSON export saved with it; ValueError if the export does not describe the
+    saved trees."""
+    new = _convert(doc, Overrides(None, None), None).ensemble
+    same = new.n_nodes == ens.n_nodes and all(
+        np.array_equal(getattr(new, k), getattr(ens, k), equal_nan=k == "threshold")
+        for k in ("tree_offsets", "left", "right", "feature", "threshold", "leaf_id", "value")
+    )
+    if not same or new.input_map is None:
+        raise ValueError(
+            "The saved CatBoost model document does not describe the saved trees (corrupt file?)."
+        )
+    return new.input_map
+
+
+register_input_map("catboost", _rebuild_routing)

@@ -585,7 +585,7 @@ def _build(m: LgbModel, given: Overrides) -> Conversion:
             reg_lambda=lam,
             objective=Objective(h.objective, h.obj_params, h.per_iter),
             source_version=str(m.header.get("version", "")),
-            categories=_categories(m.pandas_categorical, infos, h.n_features),
+            categories=_categories(m.pandas_categorical, infos, h.n_features, m.params),
             params={k: m.params[k] for k in _KEPT if k in m.params},
             inexact=inexact,
             notes=notes + more,
@@ -615,11 +615,23 @@ def _category_counts(infos: Any, n_features: int) -> dict[int, int]:
     return out
 
 
-def _categories(pandas_categorical: Any, infos: Any, n_features: int) -> dict[int, list]:
-    """Training categories of pandas categorical columns, by feature index."""
+def _categories(
+    pandas_categorical: Any, infos: Any, n_features: int, params: dict[str, str]
+) -> dict[int, list]:
+    """Training categories of pandas categorical columns, by feature index.
+
+    LightGBM lists them in the order of its categorical features: the ``categorical_feature``
+    parameter (which also names those it found trivial, e.g. one level: ``none`` in
+    feature_infos), else the features feature_infos describes as categorical."""
     if not isinstance(pandas_categorical, list) or not pandas_categorical:
         return {}
-    cat_feats = sorted(_category_counts(infos, n_features))
+    try:
+        given = str(params.get("categorical_feature", "")).replace(" ", "")
+        cat_feats = sorted(int(v) for v in given.split(",")) if given else []
+    except ValueError:  # names, not indices
+        cat_feats = []
+    if len(cat_feats) != len(pandas_categorical) or not all(0 <= j < n_features for j in cat_feats):
+        cat_feats = sorted(_category_counts(infos, n_features))
     if len(cat_feats) != len(pandas_categorical):
         return {}
     out = {}

@@ -67,7 +67,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from ._errors import PROG, CLIError, UsageError, one_line
+from ._errors import PROG, CLIError, UsageError, cli_spelling, one_line
 from ._parser import build_parser
 
 __all__ = ["CLIError", "build_parser", "main"]
@@ -99,7 +99,7 @@ def _run(args, debug: bool) -> int:
     except _EXPECTED as e:
         if debug:
             raise
-        _error(one_line(e))
+        _error(cli_spelling(one_line(e)))
         return 1
     except Exception as e:
         if debug:

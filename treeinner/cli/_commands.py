@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .._methods import DEFAULT_CLI_METHODS, Options, get, resolve
+from ..attribution import NeedsReference
 from . import _io
 from ._compute import (
     compute_importance,
@@ -53,21 +54,41 @@ def _read_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, Any]:
     _io.check_exists(args.model, "model file")
     _io.check_exists(args.data, "data file")
     ens = _io.load_model(args.model)
-    X, y, w = _io.split_data(ens, _io.read_table(args.data), args.data, args.target, args.weight)
+    soft = args.soft_labels
+    X, y, w = _io.split_data(
+        ens, _io.read_table(args.data), args.data, args.target, args.weight, soft_labels=soft
+    )
     reference = None
     if args.reference is not None:
         df = _io.read_table(args.reference, "reference file")
-        Xr, yr, wr = _io.split_data(ens, df, args.reference, args.target, args.weight)
+        Xr, yr, wr = _io.split_data(
+            ens, df, args.reference, args.target, args.weight, soft_labels=soft
+        )
         reference = (Xr, yr) if wr is None else (Xr, yr, wr)
     return ens, X, y, w, reference
 
 
-def _hint_reference(e: ValueError, reference: Any) -> None:
-    """Re-raise a library error asking for ``reference=`` with the command-line spelling."""
-    if reference is None and "reference=" in str(e):
-        raise CLIError(
-            f"{one_line(e)} From the command line: pass the training data with --reference FILE."
-        ) from e
+_REFERENCE_HINT = "pass the training data with --reference FILE"
+
+
+def _hint_reference(e: ValueError, reference: Any, command: str | None = None) -> None:
+    """Re-raise a library error asking for ``reference=`` in the command-line spelling only
+    (``--reference FILE``; the Python call it names is left out). ``command``: the
+    subcommand, named as the one that needs the data."""
+    if reference is not None:
+        return
+    need: BaseException | None = e
+    while need is not None and not isinstance(need, NeedsReference):
+        need = need.__cause__ or need.__context__
+    if need is not None:
+        who = f"{PROG} {command}" if command else "This command"
+        raise CLIError(f"{who} needs the training data for {need.what}: {_REFERENCE_HINT}") from e
+    text = one_line(e)
+    if "reference=" in text:
+        # another library message: keep its sentences that do not spell the Python call
+        parts = [p for p in text.replace("; ", ". ").split(". ") if "reference=" not in p]
+        reason = ". ".join(parts).rstrip(" .;:,") or "This command needs the training data"
+        raise CLIError(f"{reason}: {_REFERENCE_HINT}") from e
 
 
 def _format_table(frame: pd.DataFrame, top: int | None) -> str:
@@ -117,8 +138,6 @@ def _check_explain(args: argparse.Namespace) -> list[str]:
         raise CLIError(f"--chunk-rows must be a positive integer; got {args.chunk_rows}")
     if args.bootstrap < 0 or args.bootstrap == 1:
         raise CLIError(f"--bootstrap must be 0 or at least 2; got {args.bootstrap}")
-    if args.bootstrap and args.reference is not None:
-        raise CLIError("--bootstrap cannot be combined with --reference")
     if args.bootstrap and args.no_se:
         raise CLIError("--bootstrap adds standard errors and --no-se leaves them out; pass one")
     if not 0.0 < args.alpha < 1.0:
@@ -128,9 +147,10 @@ def _check_explain(args: argparse.Namespace) -> list[str]:
     return methods
 
 
-def _drop_missing_gains(ens: Any, X: Any, methods: list[str]) -> None:
-    """Leave the stored split gains out of the default methods when the model keeps none."""
-    if STORED_GAINS in methods:
+def _drop_missing_gains(ens: Any, X: Any, methods: list[str], reference: Any = None) -> None:
+    """Leave the split gains out of the default methods when the model keeps none and no
+    --reference gives the training data to compute them from."""
+    if STORED_GAINS in methods and reference is None:
         gains = get(STORED_GAINS).score(ens, X, None, Options())
         if np.all(np.isnan(gains)):
             methods.remove(STORED_GAINS)
@@ -169,6 +189,8 @@ def _explain_frame(
             sample_weight=w,
             n_repeats=args.n_repeats,
             random_state=args.seed,
+            # the reference stays fixed, the rows of --data are resampled
+            reference=reference if any(get(m).uses_reference for m in methods) else None,
             n_bootstrap=args.bootstrap,
         )
         bar.update(len(X))
@@ -200,11 +222,11 @@ def explain(args: argparse.Namespace) -> int:
     methods = _check_explain(args)
     ens, X, y, w, reference = _read_inputs(args)
     if args.method is None:
-        _drop_missing_gains(ens, X, methods)
+        _drop_missing_gains(ens, X, methods, reference)
     try:
         frame = _explain_frame(args, ens, (X, y, w, reference), methods)
     except ValueError as e:
-        _hint_reference(e, reference)
+        _hint_reference(e, reference, "explain")
         raise
     long = "method" in frame.columns  # the significance table
     if long:
@@ -238,7 +260,7 @@ def _check_rule(args: argparse.Namespace, method: str) -> None:
                 f"--rule {args.rule} needs standard errors, which {method} does not give; use "
                 "--rule threshold with it"
             )
-    if not 0.0 < args.alpha < 0.5:
+    if args.alpha is not None and not 0.0 < args.alpha < 0.5:
         raise CLIError(f"--alpha must be strictly between 0 and 0.5; got {args.alpha}")
     if args.threshold is not None and np.isnan(args.threshold):
         raise CLIError("--threshold must be a number, not NaN")
@@ -246,7 +268,8 @@ def _check_rule(args: argparse.Namespace, method: str) -> None:
 
 def select(args: argparse.Namespace) -> int:
     """``treeinner select``: print (and write) the features ``select_features`` keeps (with
-    --rule and --alpha, the rule and level of its choice)."""
+    --rule and --alpha, the rule and level of its choice; without --alpha, the rule's default
+    level, ``treeinner.selection.DEFAULT_ALPHA``)."""
     import treeinner
 
     methods = resolve(args.method, args.attribution)  # fail before reading any file
@@ -277,7 +300,7 @@ def select(args: argparse.Namespace) -> int:
             )
             bar.update(len(X))
     except ValueError as e:
-        _hint_reference(e, reference)
+        _hint_reference(e, reference, "select")
         raise
     text = "".join(f"{name}\n" for name in kept)
     sys.stdout.write(text)

@@ -19,3 +19,14 @@ def one_line(e: BaseException) -> str:
     if isinstance(e, KeyError) and len(e.args) == 1:
         text = f"missing key {e.args[0]!r}"
     return text or type(e).__name__
+
+
+# Library messages that spell a Python call, and the command line's spelling of the same.
+_SPELLINGS = {"pass y as treeinner.SoftLabels(y)": "pass --soft-labels"}
+
+
+def cli_spelling(text: str) -> str:
+    """A library message with its Python spellings replaced by the command line's."""
+    for python, cli in _SPELLINGS.items():
+        text = text.replace(python, cli)
+    return text

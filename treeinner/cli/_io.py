@@ -48,7 +48,9 @@ def _reader(path: str) -> tuple[Any, dict[str, Any]]:
     name = lower(path)
     if name.endswith(_PARQUET):
         if importlib.util.find_spec("pyarrow") is None:
-            raise ImportError("reading Parquet files needs pyarrow: pip install pyarrow")
+            raise ImportError(
+                "reading Parquet files needs pyarrow: pip install 'treeinner[parquet]'"
+            )
         return pd.read_parquet, {}
     if name.endswith(_CSV):
         return pd.read_csv, {}
@@ -153,36 +155,68 @@ def _match_features(ens: Any, X: pd.DataFrame, path: str) -> pd.DataFrame:
     return X[names]
 
 
-def _categorical_features(ens: Any) -> set[int]:
-    cats = set(getattr(ens, "categories", {}) or {})
-    inner = np.asarray(ens.left) >= 0
-    cat_split = inner & (np.asarray(ens.split_type) != 0)
-    cats.update(int(f) for f in np.unique(np.asarray(ens.feature)[cat_split]))
-    return cats
+def _unused_features(ens: Any) -> set[int]:
+    """The model's features that no split reads."""
+    used = np.zeros(len(ens.feature_names), dtype=bool)
+    used[np.asarray(ens.feature)[np.asarray(ens.left) >= 0]] = True
+    return set(np.flatnonzero(~used).tolist())
 
 
-def _as_categoricals(ens: Any, X: pd.DataFrame) -> pd.DataFrame:
-    """Object (string) columns of the model's categorical features as pandas categoricals."""
+def _as_categoricals(ens: Any, X: pd.DataFrame, path: str) -> pd.DataFrame:
+    """X with the non-numeric columns of features that no split reads ignored (NaN).
+
+    Every other column goes to treeinner as read, which converts string columns of the
+    model's categorical features by value against its training categories, as for a
+    DataFrame in Python. A model that routes through its booster (CatBoost categorical
+    features) gets X unchanged: the booster reads its string columns itself."""
     if getattr(ens, "input_map", None) is not None:
         return X
-    for j in _categorical_features(ens):
+    unused = _unused_features(ens)
+    stored = getattr(ens, "categories", {}) or {}
+    bad = []
+    for j in range(min(len(ens.feature_names), X.shape[1])):
         col = X.columns[j] if not ens.named else ens.feature_names[j]
-        if col in X.columns and (
-            pd.api.types.is_object_dtype(X[col]) or pd.api.types.is_string_dtype(X[col])
-        ):
-            X[col] = X[col].astype("category")
+        if col not in X.columns or _readable(X[col]):
+            continue
+        if j in unused:
+            X = X.assign(**{col: np.nan})
+        elif j not in stored and not isinstance(X[col].dtype, pd.CategoricalDtype):
+            bad.append(str(col))
+    if bad:
+        raise CLIError(
+            f"column(s) {_shown(bad)} of {path!r} hold text, but the model reads these "
+            "features as numbers or stores no category names for them (it was trained on "
+            "codes): give the numbers it was trained on"
+        )
     return X
 
 
+def _readable(col: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col)
+
+
 def split_data(
-    ens: Any, df: pd.DataFrame, path: str, target: str, weight: str | None
+    ens: Any,
+    df: pd.DataFrame,
+    path: str,
+    target: str,
+    weight: str | None,
+    soft_labels: bool = False,
 ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray | None]:
-    """Split a data file's frame into the model's features, the labels and the weights."""
+    """Split a data file's frame into the model's features, the labels and the weights
+    (``treeinner.SoftLabels`` with ``soft_labels``: probabilities as labels on purpose)."""
     y, w = _labels_and_weights(df, path, target, weight)
+    if soft_labels:
+        from treeinner.objectives import SoftLabels
+
+        try:
+            y = SoftLabels(y)
+        except (TypeError, ValueError) as e:
+            raise CLIError(f"target column {target!r} of {path!r} is not numeric") from e
     X = df.drop(columns=[c for c in (target, weight) if c is not None])
     if ens.named:
         X = _match_features(ens, X, path)
-    return _as_categoricals(ens, X), y, w
+    return _as_categoricals(ens, X, path), y, w
 
 
 def write_text(path: str, text: str) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from .._api import ATTRIBUTIONS
 from .._methods import DEFAULT_CLI_METHODS, REGISTRY
-from ..selection import DEFAULT_RULE, RULES
+from ..selection import DEFAULT_ALPHA, DEFAULT_RULE, RULES
 from . import _commands
 from ._compute import MODES
 from ._errors import PROG, UsageError
@@ -53,9 +53,16 @@ def _data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--reference",
         metavar="FILE",
-        help="training data (same columns) for PreDecomp node values and the unbiased gain's "
-        "training sums, needed for models that store no hessian covers (CatBoost losses "
-        "other than RMSE)",
+        help="training data (same columns) for PreDecomp node values, total gain and the "
+        "unbiased gain's training sums, needed for models that store no hessian covers or "
+        "split gains (CatBoost losses other than RMSE); combines with --bootstrap (the rows of "
+        "--data are resampled, the training data stays fixed)",
+    )
+    p.add_argument(
+        "--soft-labels",
+        action="store_true",
+        help="the target holds probabilities on purpose (soft labels): a binary classifier "
+        "then accepts values in [0, 1] instead of refusing anything but 0 and 1",
     )
     p.add_argument(
         "--random-state",
@@ -182,8 +189,9 @@ def _select_parser(sub: Any, func: Any, default_method: str) -> None:
         type=float,
         default=_commands.select_default("alpha"),
         metavar="A",
-        help="level of the fdr and interval rules, between 0 and 0.5 (default "
-        f"{_commands.select_default('alpha')})",
+        help="level of the fdr and interval rules, between 0 and 0.5 (default: the rule's, "
+        + ", ".join(f"{a:g} for {r}" for r, a in DEFAULT_ALPHA.items())
+        + ")",
     )
     se.add_argument(
         "--threshold",

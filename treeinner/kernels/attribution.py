@@ -13,8 +13,18 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
+from .._format import SQUARED
 from .gradients import grad_hess, grad_hess_row
-from .routing import ROW_BLOCK, _add_leaves, _fill_buffer, _load_block, _route_block, n_blocks
+from .routing import (
+    ROW_BLOCK,
+    TREE_OBLIVIOUS,
+    _add_leaves,
+    _fill_buffer,
+    _load_block,
+    _route_block,
+    n_blocks,
+    oblivious_slots,
+)
 
 
 class Stages(NamedTuple):
@@ -133,7 +143,7 @@ def _block_buffers(used, K):
     routing buffer, staged margins, their next values, gradients, hessians, gradient sums."""
     return (
         np.empty(ROW_BLOCK, dtype=np.uint64),
-        np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64),
+        np.empty((2 * used.shape[0], ROW_BLOCK), dtype=np.float64),
         np.empty((ROW_BLOCK, K)),
         np.empty((ROW_BLOCK, K)),
         np.empty((ROW_BLOCK, K)),
@@ -196,77 +206,104 @@ def staged_pass(
     (path contributions with node values ``p``) times the summed negative gradient, into
     ``FI[chunk, feature, output]``; ``GS[chunk, output]`` receives the summed w * (-g).
     """
+    n_chunks = G.shape[0]
+    slot_value = nodes.value[layout.bottom]  # oblivious trees: the leaf value of every slot
+    for ch in prange(n_chunks):
+        lo, hi = _chunk_rows(ch, n_chunks, X.shape[0])
+        _staged_chunk(
+            X, y, w, nodes, layout, stages, parent, p, forest, need_hc, need_split, lo, hi,
+            slot_value, G[ch], H[ch], C[ch], SQ[ch], N[ch], FI[ch], GS[ch],
+        )  # fmt: skip
+
+
+@njit(cache=True, inline="always")
+def _slot_sums(code, prm, y, w, r0, m, idx, F, Gs):
+    """Add ``w g`` of rows ``r0:r0 + m`` (one output, margins ``F``) to the slots ``idx``."""
+    if code == SQUARED:  # the common case without the objective's branches
+        for k in range(m):
+            Gs[idx[k]] += w[r0 + k] * (F[k, 0] - y[r0 + k])
+        return
+    for k in range(m):
+        gk, _ = grad_hess(code, prm, y[r0 + k], F[k, 0])
+        Gs[idx[k]] += w[r0 + k] * gk
+
+
+@njit(cache=True)
+def _staged_chunk(
+    X, y, w, nodes, layout, stages, parent, p, forest, need_hc, need_split, lo, hi, slot_value,
+    Gc, Hc, Cc, SQc, Nc, FIc, GSc,
+):  # fmt: skip
+    """Rows ``lo:hi`` of ``staged_pass``, into one chunk's accumulators (a function of its
+    own: Numba optimises the loops of a parallel kernel's body less well)."""
     iter_ptr, base_margin, code, prm, f32, f32_sum = stages
     value = nodes.value
     K = base_margin.shape[0]
-    n_feat = FI.shape[1]
-    n_chunks = G.shape[0]
-    for ch in prange(n_chunks):
-        lo, hi = _chunk_rows(ch, n_chunks, X.shape[0])
-        Gc = G[ch]
-        Hc = H[ch]
-        Cc = C[ch]
-        SQc = SQ[ch]
-        Nc = N[ch]
-        idx, buf, F, delta, g, h, gsum = _block_buffers(layout.used, K)
-        A = np.zeros((ROW_BLOCK, n_feat, K)) if forest else np.zeros((1, 1, 1))
-        for r0 in range(lo, hi, ROW_BLOCK):
-            m = _start_block(X, r0, hi, layout.used, buf, base_margin, F, gsum)
-            if forest:
-                A[:m] = 0.0
-            for it in range(iter_ptr.shape[0] - 1):
-                t0 = iter_ptr[it]
-                if (
-                    K == 1
-                    and not forest
-                    and not need_hc
-                    and not need_split
-                    and iter_ptr[it + 1] == t0 + 1
-                ):
-                    # one output, one tree per round: gradient, leaf sum and margin in one loop
-                    _route_block(X, r0, m, t0, layout, nodes, f32, buf, idx)
+    n_feat = FIc.shape[0]
+    idx, buf, F, delta, g, h, gsum = _block_buffers(layout.used, K)
+    A = np.zeros((ROW_BLOCK, n_feat, K)) if forest else np.zeros((1, 1, 1))
+    # one output, one tree per round, only G: gradient, leaf sum and margin in one loop; the
+    # oblivious trees' sums go to their slots of the layout (no leaf look-up per row) and are
+    # moved to the leaves at the end
+    fast = K == 1 and not forest and not need_hc and not need_split
+    Gs = np.zeros(layout.bottom.shape[0] if fast else 0)
+    for r0 in range(lo, hi, ROW_BLOCK):
+        m = _start_block(X, r0, hi, layout.used, buf, base_margin, F, gsum)
+        if forest:
+            A[:m] = 0.0
+        for it in range(iter_ptr.shape[0] - 1):
+            t0 = iter_ptr[it]
+            if fast and iter_ptr[it + 1] == t0 + 1:
+                if layout.tree_flags[t0] & TREE_OBLIVIOUS:
+                    oblivious_slots(t0, layout, buf, idx)
+                    _slot_sums(code, prm, y, w, r0, m, idx, F, Gs)
+                    _add_leaves(F, idx, slot_value, m, 0, f32_sum)
+                    continue
+                _route_block(X, r0, m, t0, layout, nodes, f32, buf, idx)
+                for k in range(m):
+                    leaf = np.int64(idx[k])
+                    gk, _ = grad_hess(code, prm, y[r0 + k], F[k, 0])
+                    Gc[leaf] += w[r0 + k] * gk
+                    if f32_sum:
+                        F[k, 0] = np.float32(F[k, 0]) + np.float32(value[leaf])
+                    else:
+                        F[k, 0] += value[leaf]
+                continue
+            _round_gradients(code, prm, y, r0, m, F, g, h)
+            _copy_rows(F, delta, m)
+            for t in range(iter_ptr[it], iter_ptr[it + 1]):
+                _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+                c = nodes.tree_group[t]
+                for k in range(m):
+                    Gc[np.int64(idx[k])] += w[r0 + k] * g[k, c]
+                _add_leaves(delta, idx, value, m, c, f32_sum)
+                if need_hc:
                     for k in range(m):
                         leaf = np.int64(idx[k])
-                        gk, _ = grad_hess(code, prm, y[r0 + k], F[k, 0])
-                        Gc[leaf] += w[r0 + k] * gk
-                        if f32_sum:
-                            F[k, 0] = np.float32(F[k, 0]) + np.float32(value[leaf])
-                        else:
-                            F[k, 0] += value[leaf]
-                    continue
-                _round_gradients(code, prm, y, r0, m, F, g, h)
-                _copy_rows(F, delta, m)
-                for t in range(iter_ptr[it], iter_ptr[it + 1]):
-                    _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
-                    c = nodes.tree_group[t]
+                        wk = w[r0 + k]
+                        Hc[leaf] += wk * h[k, c]
+                        Cc[leaf] += wk
+                if need_split:
                     for k in range(m):
-                        Gc[np.int64(idx[k])] += w[r0 + k] * g[k, c]
-                    _add_leaves(delta, idx, value, m, c, f32_sum)
-                    if need_hc:
-                        for k in range(m):
-                            leaf = np.int64(idx[k])
-                            wk = w[r0 + k]
-                            Hc[leaf] += wk * h[k, c]
-                            Cc[leaf] += wk
-                    if need_split:
-                        for k in range(m):
-                            leaf = np.int64(idx[k])
-                            v = w[r0 + k] * g[k, c]
-                            SQc[leaf] += v * v
-                            Nc[leaf] += 1.0
-                    if forest:
-                        for k in range(m):
-                            gsum[k, c] -= g[k, c]
-                            _add_path(k, np.int64(idx[k]), parent, nodes.feature, p, c, A)
-                _copy_rows(delta, F, m)
-            if forest:
-                for k in range(m):
-                    wk = w[r0 + k]
-                    for c in range(K):
-                        s = wk * gsum[k, c]
-                        GS[ch, c] += s
-                        for j in range(n_feat):
-                            FI[ch, j, c] += A[k, j, c] * s
+                        leaf = np.int64(idx[k])
+                        v = w[r0 + k] * g[k, c]
+                        SQc[leaf] += v * v
+                        Nc[leaf] += 1.0
+                if forest:
+                    for k in range(m):
+                        gsum[k, c] -= g[k, c]
+                        _add_path(k, np.int64(idx[k]), parent, nodes.feature, p, c, A)
+            _copy_rows(delta, F, m)
+        if forest:
+            for k in range(m):
+                wk = w[r0 + k]
+                for c in range(K):
+                    s = wk * gsum[k, c]
+                    GSc[c] += s
+                    for j in range(n_feat):
+                        FIc[j, c] += A[k, j, c] * s
+    for s in range(Gs.shape[0]):
+        if Gs[s] != 0.0:
+            Gc[layout.bottom[s]] += Gs[s]
 
 
 @njit(cache=True)

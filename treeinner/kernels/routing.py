@@ -71,25 +71,50 @@ def find_leaf(X, row, root, nodes, f32):
 # Rows are first copied into a per-block buffer with two columns per feature the model uses:
 # the raw value, and the value with NaN replaced by -inf. A numeric node whose missing values
 # go left reads the second copy, one whose missing values go right the first, so that
-# "buf[k, col] <= bound" decides every ordinary numeric node, NaN included (NaN <= b is false,
-# -inf <= b is true). ``meta`` holds col | general << 33 | node << 34, where "general" marks a
-# node this rule cannot decide (categorical, or missing_type Zero): it takes ``_goes_left`` on
-# the raw value. ``bottom`` maps the slots below the last level to nodes; in trees deeper than
-# the layout, rows continue from there with ``find_leaf``.
+# "buf[col, k] <= bound" decides every ordinary numeric node, NaN included (NaN <= b is false,
+# -inf <= b is true); the buffer is column-major (``buf[col]`` holds the block's rows, and
+# rows past the end of a short block are zeros). ``meta`` holds col | general << 33 |
+# node << 34, where "general" marks a node this rule cannot decide (categorical, or
+# missing_type Zero): it takes ``_goes_left`` on the raw value. ``bottom`` maps the slots below
+# the last level to nodes; in trees deeper than the layout, rows continue from there with
+# ``find_leaf``.
+#
+# Oblivious (symmetric) trees: a tree that is complete to its depth (no leaf above its last
+# level, none deeper than the layout), with no general node, whose every level has one
+# (column, bound), so one decision (feature, threshold, missing direction) per level shared
+# by all the level's nodes (CatBoost's SymmetricTree models, and any other tree that happens
+# to be so), is flagged ``TREE_OBLIVIOUS``. Its rows skip ``meta`` per row: level j compares
+# one contiguous row of the buffer with one bound (``meta`` and ``tbound`` of the level's
+# first slot), the d bits are the row's leaf position, most significant first (the heap slot
+# below the last level), and ``bottom`` maps the position to the leaf. The decision is the
+# same comparison as the general walk's, so both give the same leaf for every input.
 TOP_DEPTH = 8
 _COL_MASK = 0xFFFFFFFF
 _GENERAL = np.int64(1) << 33
 TREE_GENERAL = 1  # tree flag: has a general node in its top layout
 TREE_DEEP = 2  # tree flag: deeper than its top layout
+TREE_OBLIVIOUS = 4  # tree flag: oblivious (see above); routed level by level without meta
 
 
 @njit(cache=True)
 def build_top_layout(
-    nodes, col_of, n_cols, top_depth, top_off, bot_off, meta, tbound, bottom, tree_flags, tree_depth
+    nodes,
+    col_of,
+    n_cols,
+    top_depth,
+    top_off,
+    bot_off,
+    meta,
+    tbound,
+    bottom,
+    tree_flags,
+    tree_depth,
+    oblivious,
 ):
     """Fill the top layout arrays (allocated by the caller from ``top_off``/``bot_off``).
 
     ``col_of[f]`` is feature f's column in the block buffer (features the model uses only).
+    With ``oblivious``, trees that qualify are flagged ``TREE_OBLIVIOUS`` (the fast path).
     """
     left, right, feature, bound = nodes.left, nodes.right, nodes.feature, nodes.bound
     missing_type = nodes.missing_type
@@ -132,6 +157,27 @@ def build_top_layout(
                 cur[k] = nxt[k]
         for k in range(1 << d):
             bottom[bot_off[t] + k] = cur[k]
+        if (
+            oblivious
+            and d > 0
+            and tree_flags[t] == 0
+            and _uniform_levels(t, d, top_off, meta, tbound, left)
+        ):
+            tree_flags[t] |= TREE_OBLIVIOUS
+
+
+@njit(cache=True, inline="always")
+def _uniform_levels(t, d, top_off, meta, tbound, left):
+    """Whether every level of tree t's top layout (``d`` levels) holds inner nodes only, all
+    with the column and bound of the level's first slot."""
+    for lev in range(d):
+        first = top_off[t] + (1 << lev) - 1
+        col = meta[first] & _COL_MASK
+        b = tbound[first]
+        for i in range(first, first + (1 << lev)):
+            if left[meta[i] >> 34] < 0 or (meta[i] & _COL_MASK) != col or tbound[i] != b:
+                return False
+    return True
 
 
 @njit(cache=True, inline="always")
@@ -142,12 +188,18 @@ def n_blocks(n_rows):
 
 @njit(cache=True, inline="always")
 def _fill_buffer(X, r0, m, used, buf):
+    """Copy rows ``r0:r0 + m`` of ``X`` into the routing buffer, column-major: ``buf[j, k]``
+    is feature ``used[j]`` of row ``r0 + k`` and ``buf[n_cols + j, k]`` the same with NaN
+    replaced by -inf (so that a level of an oblivious tree reads one contiguous row)."""
     n_cols = used.shape[0]
     for k in range(m):
         for j in range(n_cols):
             v = X[r0 + k, used[j]]
-            buf[k, j] = v
-            buf[k, n_cols + j] = -np.inf if v != v else v
+            buf[j, k] = v
+            buf[n_cols + j, k] = -np.inf if v != v else v
+    for j in range(2 * n_cols):
+        for k in range(m, ROW_BLOCK):
+            buf[j, k] = 0.0
 
 
 @njit(cache=True, inline="always")
@@ -157,9 +209,28 @@ def _load_block(X, b, used):
     r0 = b * ROW_BLOCK
     m = min(X.shape[0], r0 + ROW_BLOCK) - r0
     idx = np.empty(ROW_BLOCK, dtype=np.uint64)
-    buf = np.empty((ROW_BLOCK, 2 * used.shape[0]), dtype=np.float64)
+    buf = np.empty((2 * used.shape[0], ROW_BLOCK), dtype=np.float64)
     _fill_buffer(X, r0, m, used, buf)
     return r0, m, idx, buf
+
+
+@njit(cache=True, inline="always")
+def oblivious_slots(t, layout, buf, idx):
+    """For an oblivious tree t (``TREE_OBLIVIOUS``), leave in ``idx[k]`` the slot of
+    ``layout.bottom`` that row k of the buffer reaches (its leaf is ``bottom[idx[k]]``), for
+    all ``ROW_BLOCK`` rows of the buffer (rows past the block's end read zeros)."""
+    one = np.uint64(1)
+    for k in range(ROW_BLOCK):
+        idx[k] = 0
+    for lev in range(layout.top_depth[t]):
+        i = layout.top_off[t] + (1 << lev) - 1
+        col = buf[layout.meta[i] & _COL_MASK]
+        b = layout.tbound[i]
+        for k in range(ROW_BLOCK):
+            idx[k] = 2 * idx[k] + one - np.uint64(col[k] <= b)
+    base = np.uint64(layout.bot_off[t])
+    for k in range(ROW_BLOCK):
+        idx[k] += base
 
 
 @njit(cache=True, inline="always")
@@ -171,6 +242,12 @@ def _route_block(X, r0, m, t, layout, nodes, f32, buf, idx):
     d = layout.top_depth[t]
     o = np.uint64(layout.top_off[t])
     one = np.uint64(1)
+    if tree_flags[t] & TREE_OBLIVIOUS:
+        oblivious_slots(t, layout, buf, idx)
+        bottom = layout.bottom
+        for k in range(m):
+            idx[k] = bottom[idx[k]]
+        return
     for k in range(m):
         idx[k] = 0
     if tree_flags[t] & TREE_GENERAL:
@@ -182,13 +259,13 @@ def _route_block(X, r0, m, t, layout, nodes, f32, buf, idx):
                     n = mm >> 34
                     gl = _goes_left(X[r0 + k, nodes.feature[n]], n, nodes, f32)
                 else:
-                    gl = buf[k, np.uint64(mm & _COL_MASK)] <= tbound[i]
+                    gl = buf[np.uint64(mm & _COL_MASK), k] <= tbound[i]
                 idx[k] = 2 * idx[k] + 2 - (one if gl else np.uint64(0))
     else:
         for _ in range(d):
             for k in range(m):
                 i = o + idx[k]
-                gl = buf[k, np.uint64(meta[i] & _COL_MASK)] <= tbound[i]
+                gl = buf[np.uint64(meta[i] & _COL_MASK), k] <= tbound[i]
                 idx[k] = 2 * idx[k] + 2 - np.uint64(gl)
     bottom = layout.bottom
     base = np.uint64(layout.bot_off[t] - ((1 << d) - 1))
@@ -225,6 +302,7 @@ def predict_margin(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32
     tree's nodes stay in cache while the block's rows go through it level by level.
     """
     n_out = out.shape[1]
+    slot_value = nodes.value[layout.bottom]  # oblivious trees: the leaf value of every slot
     for b in prange(n_blocks(X.shape[0])):
         r0, m, idx, buf = _load_block(X, b, layout.used)
         acc = np.empty((ROW_BLOCK, n_out), dtype=np.float64)
@@ -232,8 +310,12 @@ def predict_margin(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32
             for g in range(n_out):
                 acc[k, g] = base_margin[g]
         for t in range(tree_lo, tree_hi):
-            _route_block(X, r0, m, t, layout, nodes, f32_cat, buf, idx)
-            _add_leaves(acc, idx, nodes.value, m, nodes.tree_group[t], f32_sum)
+            if layout.tree_flags[t] & TREE_OBLIVIOUS:
+                oblivious_slots(t, layout, buf, idx)
+                _add_leaves(acc, idx, slot_value, m, nodes.tree_group[t], f32_sum)
+            else:
+                _route_block(X, r0, m, t, layout, nodes, f32_cat, buf, idx)
+                _add_leaves(acc, idx, nodes.value, m, nodes.tree_group[t], f32_sum)
         for k in range(m):
             for g in range(n_out):
                 out[r0 + k, g] = acc[k, g]
@@ -245,12 +327,18 @@ predict_margin, predict_margin_serial = parallel_and_serial(predict_margin)
 def leaf_index(X, nodes, layout, tree_lo, tree_hi, f32, out):
     """Write the booster's leaf id of every row and tree ``tree_lo:tree_hi`` into ``out``."""
     leaf_id = nodes.leaf_id
+    slot_id = leaf_id[layout.bottom]  # oblivious trees: the leaf id of every slot
     for b in prange(n_blocks(X.shape[0])):
         r0, m, idx, buf = _load_block(X, b, layout.used)
         for t in range(tree_lo, tree_hi):
-            _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
-            for k in range(m):
-                out[r0 + k, t - tree_lo] = leaf_id[idx[k]]
+            if layout.tree_flags[t] & TREE_OBLIVIOUS:
+                oblivious_slots(t, layout, buf, idx)
+                for k in range(m):
+                    out[r0 + k, t - tree_lo] = slot_id[idx[k]]
+            else:
+                _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+                for k in range(m):
+                    out[r0 + k, t - tree_lo] = leaf_id[idx[k]]
 
 
 leaf_index, leaf_index_serial = parallel_and_serial(leaf_index)

@@ -37,7 +37,7 @@ from numba import njit, prange
 
 from ._twins import parallel_and_serial
 from .attribution import _block_buffers, _chunk_rows, _copy_rows, _round_gradients, _start_block
-from .routing import ROW_BLOCK, _add_leaves, _goes_left, _route_block, n_blocks
+from .routing import ROW_BLOCK, _add_leaves, _goes_left, _load_block, _route_block, n_blocks
 
 
 @njit(cache=True, inline="always")
@@ -354,6 +354,16 @@ def _work(max_nodes, n_q):
     )
 
 
+@njit(cache=True, inline="always")
+def _add_table(acc, ar, k, leaf, g, scale, otab):
+    """Add ``scale`` times the leaf table of ``leaf`` (``otab``) to ``acc[ar, :, g]``
+    (``ar < 0``: ``acc[k]``)."""
+    _, tptr, tcol, tval = otab
+    a = k if ar < 0 else ar
+    for e in range(tptr[leaf], tptr[leaf + 1]):
+        acc[a, tcol[e], g] += scale * tval[e]
+
+
 @njit(cache=True)
 def _shap_rows(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32, out,
                r0, r1):  # fmt: skip
@@ -392,6 +402,58 @@ def tree_shap(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes,
 
 
 tree_shap, tree_shap_serial = parallel_and_serial(tree_shap)
+
+
+@njit(cache=True)
+def _shap_rows_tab(X, nodes, layout, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes,
+                   f32, otab, out, b):  # fmt: skip
+    """Block ``b`` of ``tree_shap_tab``."""
+    tree_offsets = nodes.tree_offsets
+    tree_group = nodes.tree_group
+    hot, Zs, Os, R, C, S = _work(max_nodes, tabs[0].shape[1])
+    has_tab = otab[0]
+    tabulated = False
+    for t in range(tree_lo, tree_hi):
+        tabulated = tabulated or has_tab[t] != 0
+    if tabulated:  # the routing buffer only where a tree is read from its table
+        r0, m, idx, buf = _load_block(X, b, layout.used)
+    else:
+        r0 = b * ROW_BLOCK
+        m = min(X.shape[0], r0 + ROW_BLOCK) - r0
+        idx = np.empty(0, dtype=np.uint64)
+        buf = np.empty((0, 0), dtype=np.float64)
+    for t in range(tree_lo, tree_hi):
+        lo = tree_offsets[t]
+        hi = tree_offsets[t + 1]
+        g = tree_group[t]
+        if has_tab[t]:  # an oblivious tree: the row's values are its leaf's table
+            _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+            for k in range(m):
+                _add_table(out, r0 + k, k, np.int64(idx[k]), g, 1.0, otab)
+            continue
+        nq = tree_nq[t]
+        st = simple[t]
+        for row in range(r0, r0 + m):
+            _linear_row(
+                X, row, lo, hi, nodes, lay, tabs, f32, st, nq, 1.0, out, row, g,
+                hot, Zs, Os, R, C, S,
+            )  # fmt: skip
+
+
+def tree_shap_tab(X, nodes, layout, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes,
+                  f32, otab, out):  # fmt: skip
+    """``tree_shap`` reading the oblivious trees from their leaf tables.
+
+    ``otab`` = (has_tab, ptr, col, val): the rows of a tree with ``has_tab[t]`` are routed
+    with ``layout`` and add their leaf's entries (``kernels.oblivious.shap_leaf_tables``);
+    the other trees and arguments are as in ``tree_shap``.
+    """
+    for b in prange(n_blocks(X.shape[0])):
+        _shap_rows_tab(X, nodes, layout, lay, tabs, simple, tree_nq, tree_lo, tree_hi,
+                       max_nodes, f32, otab, out, b)  # fmt: skip
+
+
+tree_shap_tab, tree_shap_tab_serial = parallel_and_serial(tree_shap_tab)
 
 
 @njit(cache=True)
@@ -477,13 +539,14 @@ def _fold_rows(rows, m, w, r0, pcredit, cu, s1, s2, s2t, swu):
 
 @njit(cache=True)
 def _inner_chunk(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes, lr,
-                 forest, lo, hi, acc, ar, pcredit, s1, s2, s2t, swu):  # fmt: skip
+                 otab, forest, lo, hi, acc, ar, pcredit, s1, s2, s2t, swu):  # fmt: skip
     """Rows ``lo:hi`` of ``shap_inner`` (``ar >= 0``: into ``acc[ar]``) or of
     ``shap_inner_moments`` (``ar < 0``: ``acc`` is a (ROW_BLOCK, n_players, n_outputs) buffer
     of zeros, one slot per row of a block, folded into ``s1``, ``s2``, ``s2t``, ``swu`` by
     ``_fold_rows`` at the end of every block)."""
     iter_ptr, base_margin, code, prm, f32, f32_sum = stages
     tree_group = nodes.tree_group
+    has_tab = otab[0]
     K = base_margin.shape[0]
     hot, Zs, Os, R, C, S = _work(max_nodes, tabs[0].shape[1])
     scale = np.empty(ROW_BLOCK)
@@ -506,6 +569,10 @@ def _inner_chunk(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max
                     continue
                 for k in range(m):
                     scale[k] = -w[r0 + k] * g[k, c] / lr[t]
+                if has_tab[t]:
+                    for k in range(m):
+                        _add_table(acc, ar, k, np.int64(idx[k]), c, scale[k], otab)
+                    continue
                 _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple[t], tree_nq[t],
                              scale, acc, ar, c, hot, Zs, Os, R, C, S)  # fmt: skip
             _copy_rows(delta, F, m)
@@ -514,6 +581,11 @@ def _inner_chunk(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max
                 c = tree_group[t]
                 for k in range(m):
                     scale[k] = gsum[k, c]
+                if has_tab[t]:
+                    _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+                    for k in range(m):
+                        _add_table(acc, ar, k, np.int64(idx[k]), c, scale[k], otab)
+                    continue
                 _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple[t], tree_nq[t],
                              scale, acc, ar, c, hot, Zs, Os, R, C, S)  # fmt: skip
         if ar < 0:
@@ -521,8 +593,8 @@ def _inner_chunk(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max
 
 
 @njit(parallel=True, cache=True)
-def shap_inner(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes, lr, forest,
-               acc):  # fmt: skip
+def shap_inner(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes, lr, otab,
+               forest, acc):  # fmt: skip
     """TreeInner or ForestInner with TreeSHAP attributions, streamed: no SHAP value is stored.
 
     One pass over the rows in boosting order with staged margins (``stages``, the model's
@@ -532,7 +604,8 @@ def shap_inner(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_n
     (``forest``) the rows' summed negative gradients are collected first, then every tree's
     values are added scaled by ``w`` times them. ``acc`` has shape (n_chunks, n_players,
     n_outputs): one accumulator per chunk of rows (the caller may use more chunks than threads
-    and schedule them dynamically). The TreeSHAP arguments are those of ``tree_shap``.
+    and schedule them dynamically). The TreeSHAP arguments (and ``otab``, the oblivious
+    trees' leaf tables) are those of ``tree_shap``.
     """
     n_chunks = acc.shape[0]
     none2 = np.empty((0, 0))
@@ -540,14 +613,14 @@ def shap_inner(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_n
     for ch in prange(n_chunks):
         lo, hi = _chunk_rows(ch, n_chunks, X.shape[0])
         _inner_chunk(
-            X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes, lr, forest,
-            lo, hi, acc, np.int64(ch), none2, none2, none2, none1, none2,
+            X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes, lr, otab,
+            forest, lo, hi, acc, np.int64(ch), none2, none2, none2, none1, none2,
         )  # fmt: skip
 
 
 @njit(parallel=True, cache=True)
 def shap_inner_moments(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes,
-                       lr, forest, pcredit, s1, s2, s2t, swu):  # fmt: skip
+                       lr, otab, forest, pcredit, s1, s2, s2t, swu):  # fmt: skip
     """``shap_inner``'s per-row terms and the sums of their squares, per chunk of rows.
 
     A row's term of output feature f and output c is what ``shap_inner`` adds for the row
@@ -568,6 +641,6 @@ def shap_inner_moments(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_n
         lo, hi = _chunk_rows(ch, n_chunks, X.shape[0])
         rows = np.zeros((ROW_BLOCK, n_players, K))
         _inner_chunk(
-            X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes, lr, forest,
-            lo, hi, rows, -1, pcredit, s1[ch], s2[ch], s2t[ch], swu[ch],
+            X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes, lr, otab,
+            forest, lo, hi, rows, -1, pcredit, s1[ch], s2[ch], s2t[ch], swu[ch],
         )  # fmt: skip
