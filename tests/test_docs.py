@@ -283,7 +283,13 @@ def test_docs_have_runnable_examples():
     names = {str(p.relative_to(ROOT)) for p in PAGES}
     pages = ["quickstart", "concepts"] + [
         f"howto/{name}"
-        for name in ("explain_saved_model", "select_features", "compare_with_shap", "command_line")
+        for name in (
+            "explain_saved_model",
+            "select_features",
+            "compare_with_shap",
+            "categorical",
+            "command_line",
+        )
     ]
     missing = [page for page in pages if f"docs/{page}.md" not in names]
     assert not missing, f"pages without executed examples: {missing}"

@@ -830,6 +830,9 @@ def test_categorical_catboost_saved_and_reloaded_predicts_identically(loss, tmp_
     ).fit(X, y)
     ens = quiet_ensemble(model)
     assert ens.input_map is not None
+    # the repr names the table's features next to the kernels' columns (one per split here)
+    assert ens.n_features > 4 and ", n_output_features=4, " in repr(ens)
+    assert "n_output_features" not in repr(ens.replace(input_map=None))
     path = tmp_path / "cat.npz"
     ens.save(path)
     with np.load(path, allow_pickle=False) as z:

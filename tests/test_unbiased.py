@@ -527,8 +527,18 @@ def test_catboost_needs_training_data_for_logloss():
               "random_seed": 0, "leaf_estimation_iterations": 1,
               "allow_writing_files": False}  # fmt: skip
     clf = cb.CatBoostClassifier(loss_function="Logloss", **common).fit(Xt, ybt)
-    with pytest.raises(ValueError, match="reference="):
+    # the error names the function the user called and its reference=, as PreDecomp's does
+    need = "needs the training data for this CatBoost Logloss model (it stores no hessian covers)"
+    with pytest.raises(treeinner.attribution.NeedsReference) as info:
         treeinner.unbiased_gain(clf, Xv, ybv, random_state=0)
+    assert str(info.value) == (
+        f"unbiased_gain {need}: unbiased_gain(model, X, y, reference=(X_train, y_train))"
+    )
+    with pytest.raises(treeinner.attribution.NeedsReference) as info:
+        treeinner.importance(clf, Xv, ybv, methods=["unbiased_gain"], random_state=0)
+    assert str(info.value) == (
+        f"importance {need}: importance(model, X, y, reference=(X_train, y_train))"
+    )
     s = treeinner.unbiased_gain(clf, Xv, ybv, random_state=0, reference=(Xt, ybt))
     assert s.idxmax() == s.index[0]
     # RMSE: the leaf weights are the hessian sums, so the model alone suffices and agrees

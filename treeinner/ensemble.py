@@ -565,9 +565,12 @@ class TreeEnsemble:
         return int(self.tree_iteration[-1]) + 1
 
     def __repr__(self) -> str:
+        # with an input map (CatBoost's categorical splits) the kernels read more columns than
+        # the features results are reported for: name both counts
+        mapped = "" if self.input_map is None else f", n_output_features={len(self.output_names)}"
         return (
             f"TreeEnsemble(source={self.source!r}, objective={self.objective!r}, "
-            f"n_trees={self.n_trees}, n_features={self.n_features}, "
+            f"n_trees={self.n_trees}, n_features={self.n_features}{mapped}, "
             f"n_outputs={self.n_outputs}, max_depth={self.max_depth})"
         )
 

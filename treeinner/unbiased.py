@@ -17,7 +17,7 @@ from ._splits import split_columns
 from ._staged import _iter_ptr, _staged, _weights, stages
 from ._stats import Estimate, p_values
 from .adapters import from_model
-from .attribution import _positive_int, _reference
+from .attribution import _needs_reference, _positive_int, _reference
 from .ensemble import TreeEnsemble
 from .kernels import attribution as KA
 from .kernels import unbiased as KU
@@ -42,10 +42,8 @@ def _training_sums(ens: TreeEnsemble, reference: Any) -> tuple[np.ndarray, np.nd
         G, H, _, _, _ = _staged(ens, *_reference(reference))
         return _subtree(ens, G), _subtree(ens, H)
     if not np.all(np.isfinite(ens.cover)):
-        raise ValueError(
-            "The model does not store hessian covers, so its training gradient sums are "
-            "unknown; pass reference=(X_train, y_train)."
-        )
+        # the training gradient sums are unknown: the error names the function called
+        raise _needs_reference(ens)
     if ens.inexact:
         warnings.warn(
             "Training gradient sums are rebuilt from leaf values as -G (H + lambda) / lr, "
