@@ -851,3 +851,18 @@ def test_progress_env_and_quiet_in_process(files, monkeypatch, capsys):
     assert cli.main(argv) == 1
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("treeinner: error: TREEINNER_PROGRESS='sometimes'")
+
+
+def test_demo_runs_clean(capsys):
+    """The README's demo: bit-identical margins, the total-gain identity, and no warning about
+    unnamed columns (it passes DataFrames, as users are told to)."""
+    import warnings
+
+    from treeinner import demo
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", treeinner.FeatureNamesWarning)
+        assert demo.main(["--rows", "600", "--trees", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "identical to XGBoost bit for bit: True" in out
+    assert "TreeInner on the training data reproduces total gain" in out

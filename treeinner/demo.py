@@ -15,6 +15,7 @@ import tempfile
 import time
 
 import numpy as np
+import pandas as pd
 
 
 def make_data(n: int = 5000, n_noise: int = 5, seed: int = 0):
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     import treeinner
 
     X, y, names = make_data(args.rows)
+    X = pd.DataFrame(X, columns=names)  # columns matched to the model's features by name
     params = {"eta": 0.05, "lambda": 3.0, "max_depth": 4, "tree_method": "hist", "nthread": 1}
     booster = xgb.train(params, xgb.DMatrix(X, y, feature_names=names), args.trees)
     print(f"Trained XGBoost {xgb.__version__}: {args.trees} trees, eta=0.05, lambda=3.0")
@@ -74,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # On held-out data TreeInner separates what the model learned from what it overfit.
     Xv, yv, _ = make_data(args.rows, seed=1)
+    Xv = pd.DataFrame(Xv, columns=names)
     table = treeinner.importance(
         ens,
         Xv,
