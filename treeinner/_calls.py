@@ -1,11 +1,13 @@
 """The public call in progress: which function the user called, for messages that name it and
-for warnings given once per call. ``_api.public`` enters a call; nothing here imports
-treeinner, so the lowest layers (input checks, adapters) can read it."""
+for warnings given once per call; and the user's own line, where warnings point.
+``_api.public`` enters a call; nothing here imports treeinner, so the lowest layers (input
+checks, adapters) can read it."""
 
 from __future__ import annotations
 
 import contextvars
 import inspect
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -61,3 +63,12 @@ def first_time(key: Any) -> bool:
         return False
     call.warned.add(key)
     return True
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that attributes a warning, issued by the function calling this one,
+    to the first frame outside treeinner (the user's line)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "treeinner":
+        frame, level = frame.f_back, level + 1
+    return level

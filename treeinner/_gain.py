@@ -122,9 +122,7 @@ def _raw_permutation_scores(
     features no split uses score 0."""
     obj = get_objective(ens)
     names = list(ens.output_names)
-    frame = _input.as_frame(X)
-    if frame is not None and not isinstance(X, pd.DataFrame):  # polars, pyarrow: by name too
-        X = frame.to_pandas()
+    X = _input.to_pandas(X)  # polars, pyarrow: matched by name too
     yv = obj.check_labels(y)
     n = _api.n_rows(X)
     if yv.shape[0] != n:

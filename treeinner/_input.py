@@ -14,7 +14,6 @@ which no split's set contains; missing values NaN).
 
 from __future__ import annotations
 
-import sys
 import warnings
 import weakref
 from collections.abc import Iterator, Sequence
@@ -33,6 +32,7 @@ __all__ = [
     "frame_to_array",
     "join_blocks",
     "numeric_column",
+    "to_pandas",
     "warn_unnamed",
 ]
 
@@ -54,15 +54,6 @@ class FeatureNamesWarning(UserWarning):
 _ORDERED: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
 
 
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` of the first frame outside treeinner (the user's call), for a
-    warning issued by the caller of this function."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "treeinner":
-        frame, level = frame.f_back, level + 1
-    return level
-
-
 def warn_unnamed(feature_names: Sequence[str]) -> None:
     """``FeatureNamesWarning`` for X without column names given to a model with feature names,
     once per public call: a call that reads X several times (the same model's names) warns
@@ -75,7 +66,7 @@ def warn_unnamed(feature_names: Sequence[str]) -> None:
         "its columns are taken in the model's order, which cannot be checked. Pass a "
         "DataFrame to match columns by name (treeinner.FeatureNamesWarning).",
         FeatureNamesWarning,
-        stacklevel=_user_stacklevel(),
+        stacklevel=_calls.user_stacklevel(),
     )
 
 
@@ -93,6 +84,16 @@ def as_frame(X: Any) -> Any:
     except nw.exceptions.DuplicateError:
         raise ValueError("DataFrame has duplicate column names.") from None
     return frame if isinstance(frame, nw.DataFrame) else None
+
+
+def to_pandas(X: Any) -> Any:
+    """X as a pandas DataFrame when it is another dataframe narwhals reads (polars, pyarrow,
+    ...; dictionary columns become categoricals), else X unchanged: for code that works on
+    pandas columns (the raw columns a booster routes, the data an explanation displays)."""
+    if isinstance(X, pd.DataFrame):
+        return X
+    frame = as_frame(X)
+    return X if frame is None else frame.to_pandas()
 
 
 def _is_series(X: Any) -> bool:
@@ -169,7 +170,7 @@ def _codes(s: Any, trained: list | None, name: str) -> np.ndarray:
                 f"({', '.join(shown[:5])}{' ...' if len(shown) > 5 else ''}); they are routed "
                 "as an unseen category code (matching no split's set).",
                 UserWarning,
-                stacklevel=_user_stacklevel(),
+                stacklevel=_calls.user_stacklevel(),
             )
     out = np.full(codes.shape[0], np.nan)
     ok = (codes >= 0) & ~null

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import _api, _calls, _stats
+from . import _api, _calls, _input, _stats
 from ._api import public
 from ._staged import _staged, _weights
 from .adapters import from_model
@@ -21,16 +21,6 @@ PATH_ATTRIBUTIONS = ("predecomp", "saabas")
 
 
 __all__ = ["Attribution", "node_values", "predecomp", "saabas"]
-
-
-def _as_frame(X: Any) -> Any:
-    """A pandas DataFrame for a data frame of another library that converts itself
-    (``to_pandas``: pyarrow tables, polars frames; dictionary columns become categoricals), or
-    ``X`` unchanged."""
-    if isinstance(X, pd.DataFrame) or not hasattr(X, "columns"):
-        return X
-    to_pandas = getattr(X, "to_pandas", None)
-    return to_pandas() if callable(to_pandas) else X
 
 
 def _label_column(col: pd.Series, name: str) -> tuple[np.ndarray, list[str]]:
@@ -71,7 +61,7 @@ def _feature_matrix(feature_names: Any, X: Any, n: int) -> tuple[np.ndarray, dic
     names = [str(f) for f in feature_names]
     p = len(names)
     cats: dict[int, list] = {}
-    X = _as_frame(X)
+    X = _input.to_pandas(X)
     if not isinstance(X, pd.DataFrame) and not (hasattr(X, "tocoo") and hasattr(X, "nnz")):
         arr = np.asarray(X)
         if arr.dtype == object and arr.ndim == 2 and arr.shape[1] == p:

@@ -10,20 +10,16 @@ everything from joining the per-tree arrays to constructing the ensemble happens
 
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from .. import _calls
 from .._format import default_grad_params
 from ..ensemble import TreeEnsemble
 from ._records import Conversion, KernelObjective, Parts, Tree
-
-#: the treeinner package's directory: warnings are attributed to the first caller outside it
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 # ---------------------------------------------------------------------- errors and helpers
@@ -154,19 +150,12 @@ def assemble(parts: Parts) -> Conversion:
     return Conversion(ens, _messages(parts))
 
 
-def _in_package(filename: str) -> bool:
-    """Whether a source file is one of treeinner's modules."""
-    return os.path.abspath(filename).startswith(_PACKAGE)
-
-
 def emit(conversion: Conversion) -> TreeEnsemble:
     """Give a conversion's warnings (attributed to the first caller outside treeinner, the
     user's line) and return its ensemble. A conversion served from the cache warns again, as a
     new one would."""
     if conversion.warnings:
-        frame, level = sys._getframe(0), 1
-        while frame.f_back is not None and _in_package(frame.f_code.co_filename):
-            frame, level = frame.f_back, level + 1
+        level = _calls.user_stacklevel()
         for msg in conversion.warnings:
             warnings.warn(msg, UserWarning, stacklevel=level)
     return conversion.ensemble
