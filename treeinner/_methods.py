@@ -69,14 +69,23 @@ class Options:
     n_repeats: int = 5
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
+    def once(self, key: tuple, keep: tuple, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per Options and ``key``, so that chunks of rows and bootstrap
+        resamples reuse it; ``keep`` holds the objects whose ids are in the key (so the ids
+        stay theirs)."""
+        if key not in self._cache:
+            self._cache[key] = (keep, compute())
+        return self._cache[key][1]
+
     def node_values(self, ens: TreeEnsemble, attribution: str) -> np.ndarray | None:
         """Node values of ``attribution`` (PreDecomp from ``reference`` when given), computed
-        once per Options and ensemble, so that chunks of rows reuse them."""
-        key = ("values", id(ens), attribution)
-        if key not in self._cache:
-            reference = self.reference if attribution == "predecomp" else None
-            self._cache[key] = (ens, inner_values(ens, attribution, reference))
-        return self._cache[key][1]
+        once per Options and ensemble."""
+        reference = self.reference if attribution == "predecomp" else None
+        return self.once(
+            ("values", id(ens), attribution),
+            (ens,),
+            lambda: inner_values(ens, attribution, reference),
+        )
 
 
 @dataclass(frozen=True)
@@ -231,10 +240,10 @@ def _unbiased_resample(ens, X, y, opts, counts, seed) -> np.ndarray:
         w = counts * (1.0 if user_w is None else user_w)
         rep = Options(sample_weight=w, reference=opts.reference, random_state=seed)
         return _unbiased_scores(ens, X, y, rep)
-    key = ("training_sums", id(ens))  # the same training sums on every resample
-    if key not in opts._cache:
-        opts._cache[key] = (ens, _training_sums(ens, opts.reference)[0])
-    Gt = opts._cache[key][1]
+    # the same training sums on every resample
+    Gt = opts.once(
+        ("training_sums", id(ens)), (ens,), lambda: _training_sums(ens, opts.reference)[0]
+    )
     inner = np.flatnonzero(ens.left >= 0)
     L, R = ens.left[inner], ens.right[inner]
     r, count = _exact_ratios(ens, X, y, inner, counts)
@@ -305,10 +314,11 @@ def _abs_method(attribution: str) -> Method:
 
     def resample(ens, X, y, opts, counts, seed) -> np.ndarray:
         # the attributions do not depend on the row weights: computed once, reweighted
-        key = ("abs_rows", id(ens), id(X), attribution)
-        if key not in opts._cache:
-            opts._cache[key] = (ens, X, _abs_rows(ens, X, opts, attribution))
-        rows = opts._cache[key][2]
+        rows = opts.once(
+            ("abs_rows", id(ens), id(X), attribution),
+            (ens, X),
+            lambda: _abs_rows(ens, X, opts, attribution),
+        )
         w = counts.astype(np.float64)
         if opts.sample_weight is not None:
             w = w * _weights(opts.sample_weight, rows.shape[0])
@@ -349,10 +359,9 @@ def _total_gain(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
     once per Options and ensemble."""
     if opts.reference is None or np.all(np.isfinite(ens.gain[ens.left >= 0])):
         return total_gain_scores(ens)
-    key = ("total_gain", id(ens))
-    if key not in opts._cache:
-        opts._cache[key] = (ens, total_gain_scores(ens, opts.reference))
-    return opts._cache[key][1]
+    return opts.once(
+        ("total_gain", id(ens)), (ens,), lambda: total_gain_scores(ens, opts.reference)
+    )
 
 
 _register(
