@@ -26,7 +26,7 @@ LOWER_LAYERS = [
     "ensemble",
     "objectives | _input | _thresholds",
     "kernels",
-    "_format | _calls",
+    "_format | _calls | _errors",
 ]
 
 

@@ -1,5 +1,12 @@
 """treeinner: debiased feature importance for already-trained gradient boosted trees."""
 
+from ._errors import (
+    InputError,
+    InputTypeError,
+    ModelFormatError,
+    TreeinnerError,
+    UnsupportedModelError,
+)
 from ._gain import total_gain
 from ._inner import forest_inner, tree_inner
 from ._input import FeatureNamesWarning
@@ -18,9 +25,14 @@ __all__ = [
     "METHODS",
     "Attribution",
     "FeatureNamesWarning",
+    "InputError",
+    "InputTypeError",
+    "ModelFormatError",
     "SoftLabels",
     "TreeEnsemble",
     "TreeInnerSelector",
+    "TreeinnerError",
+    "UnsupportedModelError",
     "forest_inner",
     "from_model",
     "importance",

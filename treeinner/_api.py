@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from . import _calls, _format
+from ._errors import InputError, InputTypeError
 from .ensemble import TreeEnsemble
 
 #: The per-tree attributions, by the names every function, the CLI and the selector use.
@@ -56,14 +57,14 @@ def public(fn: F) -> F:
         if len(args) > len(positional):
             extra = keywords[: len(args) - len(positional)]
             data = [a for a in positional if a != "self"]
-            raise TypeError(
+            raise InputTypeError(
                 f"{name}() takes {', '.join(data) or 'no arguments'} positionally; everything "
                 f"after is keyword-only: pass {', '.join(f'{k}=...' for k in extra) or 'them'} "
                 "by name."
             )
         for old in kwargs:
             if old in RENAMED and old not in sig.parameters:
-                raise TypeError(f"{name}() no longer takes {old}=; use {RENAMED[old]}.")
+                raise InputTypeError(f"{name}() no longer takes {old}=; use {RENAMED[old]}.")
         with _calls.entered(name, fn):
             return fn(*args, **kwargs)
 
@@ -76,7 +77,7 @@ def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
         hint = ""
         if isinstance(value, str) and value.replace("tree_", "") in choices:
             hint = f" (did you mean {value.replace('tree_', '')!r}?)"
-        raise ValueError(
+        raise InputError(
             f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}{hint}."
         )
     return value
@@ -96,7 +97,7 @@ def check_alpha(alpha: Any, upper: float = 1.0) -> float:
         or not isinstance(alpha, (int, float, np.integer, np.floating))
         or not 0.0 < float(alpha) < upper
     ):
-        raise ValueError(f"alpha must be a number strictly between 0 and {upper:g}, got {alpha!r}.")
+        raise InputError(f"alpha must be a number strictly between 0 and {upper:g}, got {alpha!r}.")
     return float(alpha)
 
 
@@ -105,9 +106,9 @@ def _check_random_state(random_state: Any) -> Any:
         return random_state
     if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
         if random_state < 0:
-            raise ValueError(f"random_state must be non-negative, got {random_state}.")
+            raise InputError(f"random_state must be non-negative, got {random_state}.")
         return int(random_state)
-    raise TypeError(
+    raise InputTypeError(
         f"random_state must be None, an int or a numpy Generator, got {type(random_state)}."
     )
 

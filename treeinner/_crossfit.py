@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import _api, _stats
+from ._errors import InputError, InputTypeError
 from ._methods import Method, Options, total_weight
 from .adapters import from_model
 from .ensemble import TreeEnsemble
@@ -79,7 +80,7 @@ def encode_labels(model: Any, y: Any) -> Any:
     except TypeError:  # labels that do not compare with the classes: let the objective say so
         return y
     if not np.all(known):
-        raise ValueError(
+        raise InputError(
             f"y has labels the classifier was not trained on: {np.unique(yv[~known])[:5]}; "
             f"its classes are {classes[:10]}."
         )
@@ -111,13 +112,13 @@ def check_cv(cv: Any) -> Any:
     if cv is None:
         return None
     if isinstance(cv, (bool, np.bool_, str, bytes)):
-        raise ValueError(f"{_CV_CHOICES}, got {cv!r}.")
+        raise InputError(f"{_CV_CHOICES}, got {cv!r}.")
     if isinstance(cv, numbers.Integral):
         if cv < 2:
-            raise ValueError(f"cv must be at least 2 folds, got {cv!r}.")
+            raise InputError(f"cv must be at least 2 folds, got {cv!r}.")
         return int(cv)
     if isinstance(cv, numbers.Real) or not (hasattr(cv, "split") or hasattr(cv, "__iter__")):
-        raise ValueError(f"{_CV_CHOICES}, got {cv!r}.")
+        raise InputError(f"{_CV_CHOICES}, got {cv!r}.")
     return cv
 
 
@@ -125,13 +126,13 @@ def _index_array(idx: Any, n: int, what: str) -> np.ndarray:
     a = np.asarray(idx)
     if a.dtype == bool:
         if a.shape != (n,):
-            raise ValueError(f"{what}: a boolean mask must have one entry per row ({n}).")
+            raise InputError(f"{what}: a boolean mask must have one entry per row ({n}).")
         return np.flatnonzero(a)
     if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
-        raise ValueError(f"{what} must be a 1-d array of row positions, got dtype {a.dtype}.")
+        raise InputError(f"{what} must be a 1-d array of row positions, got dtype {a.dtype}.")
     a = a.astype(np.intp)
     if a.size and (a.min() < 0 or a.max() >= n):
-        raise ValueError(f"{what} has row positions outside 0..{n - 1}.")
+        raise InputError(f"{what} has row positions outside 0..{n - 1}.")
     return a
 
 
@@ -180,7 +181,7 @@ def split_rows(
     cv = check_cv(cv)
     if cv is None:
         if validation_fraction is None:
-            raise ValueError("cv is None and no validation_fraction is given.")
+            raise InputError("cv is None and no validation_fraction is given.")
         idx = np.arange(n)
         stratify = y if classifier else None
         try:
@@ -203,23 +204,23 @@ def split_rows(
     seen = np.full(n, -1, dtype=np.intp)
     for k, pair in enumerate(pairs):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise ValueError(f"{_CV_CHOICES}; split {k} is not a (train, test) pair.")
+            raise InputError(f"{_CV_CHOICES}; split {k} is not a (train, test) pair.")
         train = _index_array(pair[0], n, f"split {k}'s training rows")
         test = _index_array(pair[1], n, f"split {k}'s held-out rows")
         if train.size == 0 or test.size == 0:
-            raise ValueError(
+            raise InputError(
                 f"Split {k} has {train.size} training and {test.size} held-out rows; both "
                 "must be non-empty."
             )
         if np.intersect1d(train, test).size:
-            raise ValueError(
+            raise InputError(
                 f"Split {k} holds out rows it also trains on; a held-out row must not be a "
                 "training row of its split."
             )
         again = seen[test] >= 0
         if again.any():
             i = int(test[np.argmax(again)])
-            raise ValueError(
+            raise InputError(
                 f"Row {i} is held out by splits {int(seen[i])} and {k}: the held-out rows of "
                 "all splits are pooled, so each row may be held out at most once (use K-fold "
                 "splits, not repeated or shuffled ones)."
@@ -227,7 +228,7 @@ def split_rows(
         seen[test] = k
         out.append((train, test))
     if not out:
-        raise ValueError(f"{_CV_CHOICES}; it gave no split.")
+        raise InputError(f"{_CV_CHOICES}; it gave no split.")
     return out
 
 
@@ -417,7 +418,7 @@ def _ensemble(estimator: Any, fitted: Any, who: str) -> Any:
         return from_model(fitted)
     except TypeError as e:
         if "Cannot explain" in str(e):
-            raise TypeError(
+            raise InputTypeError(
                 f"{who} needs an XGBoost, LightGBM or CatBoost scikit-learn wrapper or a "
                 f"treeinner.booster estimator; got {type(estimator).__name__}."
             ) from e
@@ -497,7 +498,7 @@ def crossfit(
         ens = _ensemble(estimator, model, who)
         fold_names = [str(v) for v in ens.output_names]
         if len(fold_names) != n_cols:
-            raise ValueError(
+            raise InputError(
                 f"The fitted estimator reports {len(fold_names)} features but was fit on "
                 f"{n_cols}; cannot match its scores to the columns."
             )
@@ -505,7 +506,7 @@ def crossfit(
             feature_names = fold_names
             n_outputs = ens.n_outputs
         elif ens.n_outputs != n_outputs:
-            raise ValueError(
+            raise InputError(
                 f"The model of split {k} has {ens.n_outputs} outputs, that of split 0 "
                 f"{n_outputs} (a class missing from a split's training rows?); cannot pool them."
             )

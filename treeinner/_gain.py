@@ -10,6 +10,7 @@ import pandas as pd
 
 from . import _api, _input
 from ._api import public
+from ._errors import InputError, InputTypeError
 from ._staged import _weights
 from .adapters import from_model
 from .attribution import data_sums
@@ -91,9 +92,9 @@ def permutation_scores(
     Models that route rows through their booster (an ``input_map``: CatBoost's categorical
     splits) get the columns of the raw X permuted, each then routed again."""
     if isinstance(n_repeats, bool) or not isinstance(n_repeats, (int, np.integer)):
-        raise TypeError(f"n_repeats must be an int, got {type(n_repeats).__name__}.")
+        raise InputTypeError(f"n_repeats must be an int, got {type(n_repeats).__name__}.")
     if n_repeats < 1:
-        raise ValueError(f"n_repeats must be at least 1, got {n_repeats}.")
+        raise InputError(f"n_repeats must be at least 1, got {n_repeats}.")
     if ens.input_map is not None:
         return _raw_permutation_scores(ens, X, y, sample_weight, n_repeats, random_state)
     obj = get_objective(ens)
@@ -126,7 +127,7 @@ def _raw_permutation_scores(
     yv = obj.check_labels(y)
     n = _api.n_rows(X)
     if yv.shape[0] != n:
-        raise ValueError(f"X has {n} rows but y has {yv.shape[0]}.")
+        raise InputError(f"X has {n} rows but y has {yv.shape[0]}.")
     w = None if sample_weight is None else _weights(sample_weight, n)
     base = obj.loss(yv, ens.predict_margin(X), w)
     used = np.zeros((ens.n_features, 1))

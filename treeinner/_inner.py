@@ -9,6 +9,7 @@ import pandas as pd
 
 from . import _api
 from ._api import public
+from ._errors import InputError
 from ._splits import split_columns
 from ._staged import _edge_pass, _staged, edge_moments, split_sums
 from ._stats import Moments, p_values
@@ -26,7 +27,7 @@ def inner_values(ens: TreeEnsemble, attribution: str, reference: Any) -> np.ndar
     TreeSHAP, which has no node values."""
     _api.check_attribution(attribution)
     if reference is not None and attribution != "predecomp":
-        raise ValueError(
+        raise InputError(
             f"reference= recomputes PreDecomp node values; attribution={attribution!r} does not "
             "use them (use attribution='predecomp')."
         )
@@ -219,7 +220,7 @@ def tree_inner(
         return _result(tree_inner_sums, model, X, y, attribution, sample_weight, reference)
     _api.check_attribution(attribution)
     if attribution == "shap":
-        raise ValueError(
+        raise InputError(
             "per_split=True needs a path attribution ('predecomp' or 'saabas'): TreeSHAP has "
             "no per-split decomposition."
         )

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from . import _calls
+from ._errors import InputError, InputTypeError
 
 __all__ = [
     "FeatureNamesWarning",
@@ -82,7 +83,7 @@ def as_frame(X: Any) -> Any:
     try:
         frame = nw.from_native(X, eager_only=True, pass_through=True)
     except nw.exceptions.DuplicateError:
-        raise ValueError("DataFrame has duplicate column names.") from None
+        raise InputError("DataFrame has duplicate column names.") from None
     return frame if isinstance(frame, nw.DataFrame) else None
 
 
@@ -220,7 +221,7 @@ def frame_to_array(
     """
     frame = X if isinstance(X, nw.DataFrame) else as_frame(X)
     if frame is None:
-        raise TypeError(f"X is not a dataframe: {type(X).__name__}.")
+        raise InputTypeError(f"X is not a dataframe: {type(X).__name__}.")
     native = list(frame.columns)
     cols = [str(c) for c in native]
     if named:
@@ -232,13 +233,13 @@ def frame_to_array(
                 msg += f" Missing: {missing[:10]}{' ...' if len(missing) > 10 else ''}."
             if extra:
                 msg += f" Not in the model: {extra[:10]}{' ...' if len(extra) > 10 else ''}."
-            raise ValueError(msg)
+            raise InputError(msg)
         if len(set(cols)) != len(cols):
-            raise ValueError("DataFrame has duplicate column names.")
+            raise InputError("DataFrame has duplicate column names.")
         order = [cols.index(f) for f in feature_names]
     else:
         if len(cols) != len(feature_names):
-            raise ValueError(
+            raise InputError(
                 f"X has {len(cols)} features, but the model was trained with "
                 f"{len(feature_names)} features."
             )
@@ -258,7 +259,7 @@ def frame_to_array(
         else:
             bad.append(f"{cols[k]!r} ({dtype})")
     if bad:
-        raise TypeError(
+        raise InputTypeError(
             "Columns must be numeric, boolean, categorical, or strings of a categorical "
             f"feature; got {', '.join(bad)}. {_hint(bad, bool(categories))}"
         )
@@ -288,9 +289,9 @@ def as_rows(
     if _is_sparse(X):
         csr = X.tocsr()
         if csr.ndim != 2:
-            raise ValueError("X must be 2-D.")
+            raise InputError("X must be 2-D.")
         if csr.dtype.kind not in "biuf":
-            raise TypeError(f"X must be numeric; got dtype {csr.dtype}.")
+            raise InputTypeError(f"X must be numeric; got dtype {csr.dtype}.")
         _check_width(csr.shape[1], n_features)
         if named:
             warn_unnamed(feature_names)
@@ -301,21 +302,21 @@ def as_rows(
         return arr.shape[0], iter([(0, arr)])
     if _is_series(X):
         lib = type(X).__module__.split(".")[0]
-        raise ValueError(
+        raise InputError(
             f"X must be 2-D; got a {lib} Series. Use X.to_frame().T for one row "
             "or X.to_frame() for one feature."
         )
     try:
         arr = np.asarray(X)
     except (TypeError, ValueError) as e:
-        raise TypeError(f"X could not be read as a numeric array: {e}") from e
+        raise InputTypeError(f"X could not be read as a numeric array: {e}") from e
     if arr.ndim != 2:
-        raise ValueError(
+        raise InputError(
             f"X must be 2-D (rows x features); got an array of shape {arr.shape}. "
             "Use X.reshape(1, -1) for a single row."
         )
     if arr.dtype.kind not in "biuf":
-        raise TypeError(f"X must be numeric; got dtype {arr.dtype}.")
+        raise InputTypeError(f"X must be numeric; got dtype {arr.dtype}.")
     _check_width(arr.shape[1], n_features)
     if named and _ORDERED.get(id(arr)) is not arr:
         warn_unnamed(feature_names)
@@ -357,6 +358,6 @@ def _sparse_blocks(csr: Any) -> Iterator[tuple[int, np.ndarray]]:
 
 def _check_width(width: int, n_features: int) -> None:
     if width != n_features:
-        raise ValueError(
+        raise InputError(
             f"X has {width} features, but the model was trained with {n_features} features."
         )

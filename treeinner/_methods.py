@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from . import _api, _stats
+from ._errors import InputError
 from ._gain import permutation_scores, total_gain_scores
 from ._inner import (
     forest_inner_moments,
@@ -429,7 +430,7 @@ def get(name: Any) -> Method:
         For an unknown name, listing every method.
     """
     if not isinstance(name, str) or name not in REGISTRY:
-        raise ValueError(f"Unknown importance method {name!r}; choose from {', '.join(REGISTRY)}.")
+        raise InputError(f"Unknown importance method {name!r}; choose from {', '.join(REGISTRY)}.")
     return REGISTRY[name]
 
 
@@ -453,7 +454,7 @@ def resolve(methods: str | Sequence[str], attribution: str | None = None) -> lis
     out: list[str] = []
     for item in methods:
         if not isinstance(item, str):
-            raise ValueError(
+            raise InputError(
                 f"Method names must be strings; got {item!r}. Choose from {', '.join(REGISTRY)}."
             )
         for name in (m.strip() for m in item.split(",")):
@@ -467,7 +468,7 @@ def resolve(methods: str | Sequence[str], attribution: str | None = None) -> lis
                 and method.family in _FAMILIES
                 and method.attribution != attribution
             ):
-                raise ValueError(
+                raise InputError(
                     f"method {name!r} already names its attribution; it contradicts "
                     f"attribution={attribution!r}. Pass method={method.family!r} with the "
                     "attribution you want."
@@ -475,5 +476,5 @@ def resolve(methods: str | Sequence[str], attribution: str | None = None) -> lis
             if name not in out:
                 out.append(name)
     if not out:
-        raise ValueError(f"No method given; choose from {', '.join(REGISTRY)}.")
+        raise InputError(f"No method given; choose from {', '.join(REGISTRY)}.")
     return out

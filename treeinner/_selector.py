@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._errors import InputError
+
 try:
     from sklearn.base import BaseEstimator, MetaEstimatorMixin, is_classifier
     from sklearn.feature_selection import SelectorMixin
@@ -233,7 +235,7 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
 
     def _check_params(self) -> tuple[str, str, float, float, int | None, int]:
         if self.estimator is None or not hasattr(self.estimator, "fit"):
-            raise ValueError(
+            raise InputError(
                 f"estimator must be an unfitted booster with a fit method, got {self.estimator!r}."
             )
         column = _resolve_method(self.method, self.attribution)
@@ -242,7 +244,7 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         top_k = _check_top_k(self.top_k)
         mr = self.max_rounds
         if not isinstance(mr, numbers.Integral) or isinstance(mr, bool) or mr < 1:
-            raise ValueError(f"max_rounds must be an integer >= 1, got {mr!r}.")
+            raise InputError(f"max_rounds must be an integer >= 1, got {mr!r}.")
         if self.cv is None:
             vf = self.validation_fraction
             if (
@@ -250,19 +252,19 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
                 or isinstance(vf, bool)
                 or not 0.0 < float(vf) < 1.0
             ):
-                raise ValueError(
+                raise InputError(
                     f"validation_fraction must be a number strictly between 0 and 1, got {vf!r}."
                 )
         else:
             _crossfit.check_cv(self.cv)
         if not isinstance(self.refit, (bool, np.bool_)):
-            raise ValueError(f"refit must be True or False, got {self.refit!r}.")
+            raise InputError(f"refit must be True or False, got {self.refit!r}.")
         return column, rule, threshold, alpha, top_k, int(mr)
 
     def _validate(self, X: Any, y: Any) -> tuple[Any, Any]:
         y_in = y
         if y is None:
-            raise ValueError(
+            raise InputError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
             )
         if _is_frame(X):
@@ -273,9 +275,9 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
                 y = y.astype(np.float64)
             check_consistent_length(X, y)
             if X.shape[0] == 0:
-                raise ValueError("Found array with 0 sample(s) while a minimum of 1 is required.")
+                raise InputError("Found array with 0 sample(s) while a minimum of 1 is required.")
             if X.shape[1] == 0:
-                raise ValueError("Found array with 0 feature(s) while a minimum of 1 is required.")
+                raise InputError("Found array with 0 feature(s) while a minimum of 1 is required.")
         else:
             allow_nan = self.__sklearn_tags__().input_tags.allow_nan
             X, y = validate_data(
@@ -337,11 +339,11 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         if sample_weight is not None:
             sw = np.asarray(sample_weight, dtype=np.float64)
             if sw.ndim != 1 or sw.shape[0] != n:
-                raise ValueError(
+                raise InputError(
                     f"sample_weight must have shape ({n},) like X's rows, got {sw.shape}."
                 )
             if not np.all(np.isfinite(sw)):
-                raise ValueError("sample_weight contains NaN or infinite values.")
+                raise InputError("sample_weight contains NaN or infinite values.")
         names = getattr(self, "feature_names_in_", None)
         if names is None:
             names = np.array([f"x{j}" for j in range(p)], dtype=object)
@@ -367,7 +369,7 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
             full.iloc[cols] = scores
             history.append(full)
             if np.all(np.isnan(scores)):
-                raise ValueError(f"method {column!r} gives no score for this model (all NaN).")
+                raise InputError(f"method {column!r} gives no score for this model (all NaN).")
             keep = _keep_by_rule(frame, rule, alpha=alpha, threshold=threshold, top_k=top_k)
             if not keep.any():
                 best = int(np.nanargmax(scores))

@@ -11,6 +11,7 @@ import pandas as pd
 
 from . import _api, _crossfit, _stats, objectives
 from ._api import public
+from ._errors import InputError, InputTypeError
 from ._methods import Method, Options, get, resolve, significance_table
 from .adapters import from_model
 from .ensemble import TreeEnsemble
@@ -128,11 +129,11 @@ def significance(
     alpha = _api.check_alpha(alpha)
     chosen = [get(name) for name in resolve(methods, attribution)]
     if y is None and any(m.needs_y for m in chosen):
-        raise ValueError(
+        raise InputError(
             f"y is None, but {[m.name for m in chosen if m.needs_y]} need the labels of X."
         )
     if reference is not None and not any(m.uses_reference for m in chosen):
-        raise ValueError(
+        raise InputError(
             f"reference= is not used by any of {[m.name for m in chosen]}; drop it or add a "
             "method that uses the training data."
         )
@@ -165,30 +166,30 @@ def _crossfit_estimates(
 
     cv = _crossfit.check_cv(cv)
     if reference is not None:
-        raise ValueError(
+        raise InputError(
             "reference= is not taken with cv=: each split's training rows are its model's "
             "training data."
         )
     if not hasattr(estimator, "fit") or not hasattr(estimator, "get_params"):
-        raise TypeError(
+        raise InputTypeError(
             "With cv=, model must be a scikit-learn-style estimator to fit on each split (an "
             "XGBoost, LightGBM or CatBoost scikit-learn wrapper or a treeinner.booster "
             f"estimator), got {type(estimator).__name__}."
         )
     if y is None:
-        raise ValueError("With cv=, y is needed to fit the estimator on each split.")
+        raise InputError("With cv=, y is needed to fit the estimator on each split.")
     yv = np.asarray(y)
     if yv.ndim == 2 and yv.shape[1] == 1:
         yv = yv[:, 0]
     yv = objectives.keep_soft(y, yv)  # the folds' labels stay marked as soft
     n = _api.n_rows(X)
     if yv.ndim != 1 or yv.shape[0] != n:
-        raise ValueError(f"y must have shape ({n},) like X's rows, got {yv.shape}.")
+        raise InputError(f"y must have shape ({n},) like X's rows, got {yv.shape}.")
     sw = None
     if sample_weight is not None:
         sw = np.asarray(sample_weight, dtype=np.float64)
         if sw.shape != (n,):
-            raise ValueError(f"sample_weight must have shape ({n},) like X's rows, got {sw.shape}.")
+            raise InputError(f"sample_weight must have shape ({n},) like X's rows, got {sw.shape}.")
     rs = _api._check_random_state(random_state)
     if isinstance(rs, np.random.Generator):
         seed = int(rs.integers(0, 2**31 - 1))

@@ -7,6 +7,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from ._errors import InputError
 from ._stats import Moments
 from .ensemble import TreeEnsemble
 from .kernels import attribution as K
@@ -20,9 +21,9 @@ def _weights(sample_weight: Any, n: int) -> np.ndarray:
         return np.ones(n)
     w = np.array(sample_weight, dtype=np.float64)  # a copy: writable, one kernel signature
     if w.shape != (n,):
-        raise ValueError(f"sample_weight has shape {w.shape}; expected ({n},).")
+        raise InputError(f"sample_weight has shape {w.shape}; expected ({n},).")
     if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError("sample_weight must be finite and non-negative.")
+        raise InputError("sample_weight must be finite and non-negative.")
     return w
 
 
@@ -46,7 +47,7 @@ def _inputs(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any):
     n, blocks = ens._blocks(X)
     yv = obj.check_labels(y)
     if yv.shape[0] != n:
-        raise ValueError(f"X has {n} rows but y has {yv.shape[0]}.")
+        raise InputError(f"X has {n} rows but y has {yv.shape[0]}.")
     w = _weights(sample_weight, n)
     n_chunks = max(1, min(numba.get_num_threads(), (n + 255) // 256))
     return obj, n, blocks, yv, w, n_chunks
@@ -130,7 +131,7 @@ def _leaf_lists(ens: TreeEnsemble, dg: np.ndarray, dh: np.ndarray):
     dg = np.ascontiguousarray(dg, dtype=np.float64)
     dh = np.ascontiguousarray(dh, dtype=np.float64)
     if dg.shape != (ens.n_nodes,) or dh.shape != (ens.n_nodes,):
-        raise ValueError(
+        raise InputError(
             f"dg and dh must have shape ({ens.n_nodes},); got {dg.shape} and {dh.shape}."
         )
     cptr, cidx, cval, n_out = _credit_csr(ens)

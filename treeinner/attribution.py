@@ -11,6 +11,7 @@ import pandas as pd
 
 from . import _api, _calls, _input, _stats
 from ._api import public
+from ._errors import InputError, InputTypeError
 from ._staged import _staged, _weights
 from .adapters import from_model
 from .ensemble import TreeEnsemble
@@ -38,7 +39,7 @@ def _label_column(col: pd.Series, name: str) -> tuple[np.ndarray, list[str]]:
     except TypeError:  # unhashable values
         bad = {type(v).__name__ for v in col.dropna() if not isinstance(v, scalar)}
     if bad:
-        raise ValueError(
+        raise InputError(
             f"Column {name!r} of X is neither numeric, string nor categorical: it holds "
             f"{', '.join(sorted(bad))} values."
         )
@@ -70,7 +71,7 @@ def _feature_matrix(feature_names: Any, X: Any, n: int) -> tuple[np.ndarray, dic
         cols = [str(c) for c in X.columns]
         missing = [f for f in names if f not in cols]
         if missing:
-            raise ValueError(
+            raise InputError(
                 f"X has no column for the features {missing[:10]}"
                 f"{' ...' if len(missing) > 10 else ''}."
             )
@@ -79,7 +80,7 @@ def _feature_matrix(feature_names: Any, X: Any, n: int) -> tuple[np.ndarray, dic
         for j, name in enumerate(names):
             col = frame[name]
             if isinstance(col, pd.DataFrame):
-                raise ValueError(f"X has more than one column named {name!r}.")
+                raise InputError(f"X has more than one column named {name!r}.")
             if not isinstance(col.dtype, pd.CategoricalDtype):
                 try:
                     out[:, j] = pd.to_numeric(col).to_numpy(dtype=np.float64, na_value=np.nan)
@@ -95,11 +96,11 @@ def _feature_matrix(feature_names: Any, X: Any, n: int) -> tuple[np.ndarray, dic
         try:
             out = np.asarray(X, dtype=np.float64)
         except (TypeError, ValueError):
-            raise ValueError(
+            raise InputError(
                 "X must be numeric: a 2-D array, a DataFrame or a scipy sparse matrix."
             ) from None
     if out.shape != (n, p):
-        raise ValueError(
+        raise InputError(
             f"X has shape {out.shape}, but the attribution explains {n} rows of {p} features."
         )
     return out, cats
@@ -112,7 +113,7 @@ def _output_index(output: Any, n_outputs: int) -> int:
         or not isinstance(output, (int, np.integer))
         or not 0 <= output < n_outputs
     ):
-        raise ValueError(
+        raise InputError(
             f"output must be an int in [0, {n_outputs}) for this attribution with "
             f"{n_outputs} output(s), got {output!r}."
         )
@@ -122,7 +123,7 @@ def _output_index(output: Any, n_outputs: int) -> int:
 def _positive_int(name: str, v: Any) -> int:
     """``v`` as an int, checked to be a positive integer (the argument ``name``)."""
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} must be a positive integer, got {v!r}.")
+        raise InputError(f"{name} must be a positive integer, got {v!r}.")
     return int(v)
 
 
@@ -163,7 +164,7 @@ class Attribution:
         v = self.values
         if v.ndim == 3:
             if output is None:
-                raise ValueError(
+                raise InputError(
                     f"This attribution has {v.shape[2]} outputs; pass output= to pick one."
                 )
             v = v[:, :, output]
@@ -310,7 +311,7 @@ def _tree_range(ens: TreeEnsemble, iteration_range: Any) -> tuple[int, int]:
             isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in iteration_range
         )
     ):
-        raise TypeError(
+        raise InputTypeError(
             "iteration_range must be None or (start, stop): two ints, boosting rounds "
             f"start..stop-1 (stop=0 means all rounds), got {iteration_range!r}."
         )
@@ -320,7 +321,7 @@ def _tree_range(ens: TreeEnsemble, iteration_range: Any) -> tuple[int, int]:
 def _reference(reference: Any) -> tuple[Any, Any, Any]:
     """``(X, y)`` or ``(X, y, sample_weight)`` -> ``(X, y, sample_weight or None)``."""
     if not isinstance(reference, (tuple, list)) or len(reference) not in (2, 3):
-        raise ValueError(
+        raise InputError(
             "reference must be (X_train, y_train) or (X_train, y_train, sample_weight), got "
             f"{type(reference).__name__}"
             f"{f' of length {len(reference)}' if isinstance(reference, (tuple, list)) else ''}."
@@ -360,7 +361,7 @@ def _data_values(ens: TreeEnsemble, reference: Any) -> np.ndarray:
 _BOOSTER_NAMES = {"catboost": "CatBoost", "xgboost": "XGBoost", "lightgbm": "LightGBM"}
 
 
-class NeedsReference(ValueError):
+class NeedsReference(InputError):
     """A computation needs the training data (``reference=``) for a model that stores no
     hessian covers.
 
@@ -434,7 +435,7 @@ def node_values(model: Any, *, attribution: str = "predecomp", reference: Any = 
     ens = from_model(model)
     if reference is not None:
         if attribution != "predecomp":
-            raise ValueError(
+            raise InputError(
                 "reference= recomputes PreDecomp node values from data; "
                 f"attribution={attribution!r} does not take it (use attribution='predecomp')."
             )
@@ -444,7 +445,7 @@ def node_values(model: Any, *, attribution: str = "predecomp", reference: Any = 
         if attribution == "predecomp":
             raise _needs_reference(ens)
         if not np.all(np.isfinite(ens.count)):
-            raise ValueError(
+            raise InputError(
                 f"The {ens.source} model stores neither hessian covers nor leaf weights, so "
                 "Saabas has no node values; use attribution='predecomp' with the training "
                 "data (reference=)."

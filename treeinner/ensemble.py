@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import _input
+from ._errors import InputError, ModelFormatError, UnsupportedModelError
 from ._format import (
     DECISION_RULES,
     N_OBJECTIVES,
@@ -233,15 +234,15 @@ class TreeEnsemble:
         for name, dtype in {**_NODE_ARRAYS, **_TREE_ARRAYS, **_OTHER_ARRAYS}.items():
             raw = np.asarray(getattr(self, name))
             if raw.ndim != 1:
-                raise ValueError(f"TreeEnsemble.{name} must be 1-D, got shape {raw.shape}.")
+                raise ModelFormatError(f"TreeEnsemble.{name} must be 1-D, got shape {raw.shape}.")
             if np.dtype(dtype).kind in "iu" and raw.size:
                 if raw.dtype.kind not in "biuf" or (
                     raw.dtype.kind == "f" and not np.all(np.isfinite(raw) & (raw == np.round(raw)))
                 ):
-                    raise ValueError(f"Corrupt ensemble: {name} must hold integers.")
+                    raise ModelFormatError(f"Corrupt ensemble: {name} must hold integers.")
                 info = np.iinfo(dtype)
                 if raw.min() < info.min or raw.max() > info.max:
-                    raise ValueError(f"Corrupt ensemble: {name} has values outside {dtype}.")
+                    raise ModelFormatError(f"Corrupt ensemble: {name} has values outside {dtype}.")
             arr = np.array(raw, dtype=dtype, copy=True, order="C")  # owned, then frozen
             arr.setflags(write=False)
             set_(self, name, arr)
@@ -265,13 +266,13 @@ class TreeEnsemble:
         """Check and normalise the booster conventions (the fields after ``inexact``)."""
         set_ = object.__setattr__
         if not isinstance(self.node_weight, str) or self.node_weight not in NODE_WEIGHTS:
-            raise ValueError(
+            raise ModelFormatError(
                 f"node_weight must be one of {NODE_WEIGHTS}, got {self.node_weight!r}."
             )
         for name in ("reverse_levels", "l2_scaled_by_mean_weight"):
             v = getattr(self, name)
             if not isinstance(v, (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {v!r}.")
+                raise ModelFormatError(f"{name} must be True or False, got {v!r}.")
             set_(self, name, bool(v))
         code = self.grad_objective
         codes = ", ".join(f"{c} ({n})" for c, n in OBJECTIVE_NAMES.items())
@@ -280,35 +281,37 @@ class TreeEnsemble:
             or not isinstance(code, (int, np.integer))
             or not -1 <= code < N_OBJECTIVES
         ):
-            raise ValueError(
+            raise ModelFormatError(
                 f"grad_objective must be -1 (no gradient) or one of {codes}; got {code!r}."
             )
         code = int(code)
         set_(self, "grad_objective", code)
         if code in (SOFTMAX, OVA) and self.n_outputs < 2:
-            raise ValueError(
+            raise ModelFormatError(
                 f"grad_objective {code} ({OBJECTIVE_NAMES[code]}) needs at least 2 outputs; "
                 f"the ensemble has {self.n_outputs}."
             )
         try:
             prm = np.array(self.grad_params, dtype=np.float64, copy=True)
         except (TypeError, ValueError) as e:
-            raise ValueError(f"grad_params must be {N_PARAMS} numbers ({e}).") from e
+            raise ModelFormatError(f"grad_params must be {N_PARAMS} numbers ({e}).") from e
         if prm.shape != (N_PARAMS,) or not np.all(np.isfinite(prm)):
-            raise ValueError(
+            raise ModelFormatError(
                 f"grad_params must be {N_PARAMS} finite numbers, got shape {prm.shape}."
             )
         prm.setflags(write=False)
         set_(self, "grad_params", prm)
         if not isinstance(self.no_gradient, str):
-            raise ValueError(f"no_gradient must be a str, got {type(self.no_gradient).__name__}.")
+            raise ModelFormatError(
+                f"no_gradient must be a str, got {type(self.no_gradient).__name__}."
+            )
         if code < 0 and not self.no_gradient:
-            raise ValueError(
+            raise ModelFormatError(
                 "no_gradient must give the reason when grad_objective is -1 (it is the "
                 "message users get where a gradient is needed)."
             )
         if code >= 0 and self.no_gradient:
-            raise ValueError(
+            raise ModelFormatError(
                 f"no_gradient must be empty when grad_objective is {code} (has a gradient); "
                 f"got {self.no_gradient!r}."
             )
@@ -325,20 +328,20 @@ class TreeEnsemble:
             for k, dtype in _LINEAR_ARRAYS.items():
                 raw = np.asarray(getattr(lin, k))
                 if raw.ndim != 1 or (raw.size and raw.dtype.kind not in "biuf"):
-                    raise ValueError(f"{k} is not a 1-D numeric array")
+                    raise ModelFormatError(f"{k} is not a 1-D numeric array")
                 if np.dtype(dtype).kind == "i" and raw.size and raw.dtype.kind == "f":
                     if not np.all(np.isfinite(raw) & (raw == np.round(raw))):
-                        raise ValueError(f"{k} holds non-integers")
+                        raise ModelFormatError(f"{k} holds non-integers")
                 arr = np.array(raw, dtype=dtype, copy=True)
                 arr.setflags(write=False)
                 arrays[k] = arr
         except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"Corrupt ensemble: linear_leaves ({e}).") from e
+            raise ModelFormatError(f"Corrupt ensemble: linear_leaves ({e}).") from e
         tree, leaf, delta, ptr = arrays["tree"], arrays["leaf"], arrays["delta"], arrays["ptr"]
         flat_f, flat_c = arrays["features"], arrays["coeff"]
         m = tree.shape[0]
         if not (leaf.shape == delta.shape == (m,) and ptr.shape == (m + 1,)):
-            raise ValueError("Corrupt ensemble: linear_leaves arrays differ in length.")
+            raise ModelFormatError("Corrupt ensemble: linear_leaves arrays differ in length.")
         if m and (
             ptr[0] != 0
             or np.any(np.diff(ptr) < 0)
@@ -351,7 +354,7 @@ class TreeEnsemble:
             or not np.all(np.isfinite(delta))
             or not np.all(np.isfinite(flat_c))
         ):
-            raise ValueError("Corrupt ensemble: linear_leaves out of range.")
+            raise ModelFormatError("Corrupt ensemble: linear_leaves out of range.")
         return LinearLeaves(**arrays)
 
     def _make_linear(self) -> tuple | None:
@@ -375,43 +378,47 @@ class TreeEnsemble:
         n_nodes = self.left.shape[0]
         for name in _NODE_ARRAYS:
             if getattr(self, name).shape[0] != n_nodes:
-                raise ValueError(
+                raise ModelFormatError(
                     f"Corrupt ensemble: node array {name!r} has "
                     f"{getattr(self, name).shape[0]} entries, expected {n_nodes}."
                 )
         off = self.tree_offsets
         n_trees = off.shape[0] - 1
         if n_trees < 1:
-            raise ValueError("The model has no trees.")
+            raise ModelFormatError("The model has no trees.")
         if off[0] != 0 or off[-1] != n_nodes or np.any(np.diff(off) < 1):
-            raise ValueError("Corrupt ensemble: tree_offsets must rise from 0 to the node count.")
+            raise ModelFormatError(
+                "Corrupt ensemble: tree_offsets must rise from 0 to the node count."
+            )
         for name in _TREE_ARRAYS:
             if getattr(self, name).shape[0] != n_trees:
-                raise ValueError(
+                raise ModelFormatError(
                     f"Corrupt ensemble: {name!r} has {getattr(self, name).shape[0]} entries "
                     f"for {n_trees} trees."
                 )
         n_out = self.base_margin.shape[0]
         if n_out < 1:
-            raise ValueError("Corrupt ensemble: base_margin is empty.")
+            raise ModelFormatError("Corrupt ensemble: base_margin is empty.")
         if not np.all(np.isfinite(self.base_margin)):
-            raise ValueError("Corrupt ensemble: base_margin is not finite.")
+            raise ModelFormatError("Corrupt ensemble: base_margin is not finite.")
         if np.any(self.tree_group < 0) or np.any(self.tree_group >= n_out):
-            raise ValueError(f"Corrupt ensemble: tree_group outside [0, {n_out}).")
+            raise ModelFormatError(f"Corrupt ensemble: tree_group outside [0, {n_out}).")
         if np.any(np.diff(self.tree_iteration) < 0) or self.tree_iteration[0] < 0:
-            raise ValueError("Corrupt ensemble: tree_iteration must be non-decreasing from 0.")
+            raise ModelFormatError(
+                "Corrupt ensemble: tree_iteration must be non-decreasing from 0."
+            )
         if not np.all(np.isfinite(self.learning_rate)) or np.any(self.learning_rate <= 0):
-            raise ValueError("learning_rate must be positive and finite for every tree.")
+            raise ModelFormatError("learning_rate must be positive and finite for every tree.")
         if not np.isfinite(self.reg_lambda) or self.reg_lambda < 0:
-            raise ValueError(f"reg_lambda must be finite and >= 0, got {self.reg_lambda}.")
+            raise ModelFormatError(f"reg_lambda must be finite and >= 0, got {self.reg_lambda}.")
         if self.decision_rule not in DECISION_RULES:
-            raise ValueError(
+            raise ModelFormatError(
                 f"Unknown decision_rule {self.decision_rule!r}; expected one of "
                 f"{sorted(DECISION_RULES)}."
             )
         p = len(self.feature_names)
         if p < 1:
-            raise ValueError("The model has no features.")
+            raise ModelFormatError("The model has no features.")
         depth = np.zeros(n_trees, dtype=np.int64)
         code, node = routing.check_structure(self.left, self.right, off, depth)
         if code:
@@ -423,32 +430,34 @@ class TreeEnsemble:
                 4: "is not reachable from its tree's root",
                 5: "points back at its tree's root",
             }[code]
-            raise ValueError(f"Corrupt ensemble: node {node} (tree {tree}) {what}.")
+            raise ModelFormatError(f"Corrupt ensemble: node {node} (tree {tree}) {what}.")
         object.__setattr__(self, "max_depth", int(depth.max()))
         object.__setattr__(self, "_tree_depth", depth)
         if n_nodes >= 2**29:
-            raise NotImplementedError(f"Models with {n_nodes} nodes (>= 2**29) are not supported.")
+            raise UnsupportedModelError(
+                f"Models with {n_nodes} nodes (>= 2**29) are not supported."
+            )
         inner = self.left >= 0
         f = self.feature[inner]
         if np.any(f < 0) or np.any(f >= p):
-            raise ValueError(f"Corrupt ensemble: split feature outside [0, {p}).")
+            raise ModelFormatError(f"Corrupt ensemble: split feature outside [0, {p}).")
         st = self.split_type[inner]
         if np.any((st < 0) | (st > 2)):
-            raise ValueError("Corrupt ensemble: unknown split_type.")
+            raise ModelFormatError("Corrupt ensemble: unknown split_type.")
         if np.any((self.missing_type < 0) | (self.missing_type > 2)):
-            raise ValueError("Corrupt ensemble: unknown missing_type.")
+            raise ModelFormatError("Corrupt ensemble: unknown missing_type.")
         num = inner & (self.split_type == NUMERIC)
         thr = self.threshold[num]
         # LightGBM writes +-inf thresholds (x <= inf separates NaN from every number)
         if np.any(np.isnan(thr)) or (
             self.decision_rule != "float64 <=" and not np.all(np.isfinite(thr))
         ):
-            raise ValueError(
+            raise ModelFormatError(
                 "Corrupt ensemble: a numeric split has a non-finite threshold (only LightGBM "
                 "writes +-inf; a split at NaN sends every value the same way)."
             )
         if not np.all(np.isfinite(self.value[~inner])):
-            raise ValueError("Corrupt ensemble: a leaf value is not finite.")
+            raise ModelFormatError("Corrupt ensemble: a leaf value is not finite.")
         co = self.cat_offsets
         if (
             co.shape[0] != n_nodes + 1
@@ -456,10 +465,10 @@ class TreeEnsemble:
             or co[-1] != self.cat_words.shape[0]
             or np.any(np.diff(co) < 0)
         ):
-            raise ValueError("Corrupt ensemble: cat_offsets do not index cat_words.")
+            raise ModelFormatError("Corrupt ensemble: cat_offsets do not index cat_words.")
         for k in self.categories:
             if not 0 <= k < p:
-                raise ValueError(f"Corrupt ensemble: categories given for feature {k}.")
+                raise ModelFormatError(f"Corrupt ensemble: categories given for feature {k}.")
 
     def _make_bound(self) -> np.ndarray:
         thr = np.where(np.isnan(self.threshold), 0.0, self.threshold)
@@ -582,7 +591,7 @@ class TreeEnsemble:
         if stop == 0:
             stop = self.n_iterations
         if not 0 <= start <= stop <= self.n_iterations:
-            raise ValueError(
+            raise InputError(
                 f"iteration_range {iteration_range} outside the model's "
                 f"{self.n_iterations} iterations."
             )
@@ -741,7 +750,7 @@ class TreeEnsemble:
         if self.input_map is not None:
             state = getattr(self.input_map, "saved_state", None)
             if state is None:
-                raise ValueError(
+                raise InputError(
                     "This ensemble routes rows through its booster (CatBoost categorical "
                     "splits) with an input map that cannot be saved; save the booster's model "
                     "instead."
@@ -800,18 +809,20 @@ class TreeEnsemble:
             with np.load(path, allow_pickle=False) as z:
                 data = {k: z[k] for k in z.files}
         except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
-            raise ValueError(f"{os.fspath(path)!r} is not a readable .npz file: {e}") from e
+            raise ModelFormatError(f"{os.fspath(path)!r} is not a readable .npz file: {e}") from e
         if "__meta__" not in data:
-            raise ValueError(f"{os.fspath(path)!r} is an .npz file but not a saved TreeEnsemble.")
+            raise ModelFormatError(
+                f"{os.fspath(path)!r} is an .npz file but not a saved TreeEnsemble."
+            )
         try:
             meta = json.loads(data.pop("__meta__").tobytes().decode())
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"{os.fspath(path)!r}: corrupt metadata ({e}).") from e
+            raise ModelFormatError(f"{os.fspath(path)!r}: corrupt metadata ({e}).") from e
         if meta.pop("format", None) != "treeinner.TreeEnsemble":
-            raise ValueError(f"{os.fspath(path)!r} is not a saved TreeEnsemble.")
+            raise ModelFormatError(f"{os.fspath(path)!r} is not a saved TreeEnsemble.")
         version = meta.pop("format_version", None)
         if version == 1:
-            raise ValueError(
+            raise ModelFormatError(
                 f"{os.fspath(path)!r} was saved by an earlier treeinner (TreeEnsemble format "
                 f"version 1), which did not store the booster conventions this version reads "
                 f"(format version {FORMAT_VERSION}). Re-save the ensemble from the booster: "
@@ -820,9 +831,9 @@ class TreeEnsemble:
         kind = meta.pop("input_map", None)
         document = data.pop("input_map_document", None)
         if version == _INPUT_MAP_FORMAT_VERSION and (kind is None or document is None):
-            raise ValueError(f"{os.fspath(path)!r} lacks its input map document.")
+            raise ModelFormatError(f"{os.fspath(path)!r} lacks its input map document.")
         if version not in (FORMAT_VERSION, _INPUT_MAP_FORMAT_VERSION):
-            raise ValueError(f"Unsupported TreeEnsemble format version {version}.")
+            raise ModelFormatError(f"Unsupported TreeEnsemble format version {version}.")
         meta["categories"] = {int(k): v for k, v in meta.get("categories", {}).items()}
         meta["feature_names"] = tuple(meta["feature_names"])
         meta["inexact"] = tuple(meta.get("inexact", ()))
@@ -830,27 +841,27 @@ class TreeEnsemble:
             try:
                 meta["linear_leaves"] = {k: data.pop(f"linear_{k}") for k in _LINEAR_ARRAYS}
             except KeyError as e:
-                raise ValueError(f"{os.fspath(path)!r} lacks the linear leaves ({e}).") from e
+                raise ModelFormatError(f"{os.fspath(path)!r} lacks the linear leaves ({e}).") from e
         else:
             meta["linear_leaves"] = None
         known = {f.name for f in fields(cls)} - {"input_map"}
         missing = known - set(data) - set(meta)
         if missing:
-            raise ValueError(f"{os.fspath(path)!r} lacks {sorted(missing)}.")
+            raise ModelFormatError(f"{os.fspath(path)!r} lacks {sorted(missing)}.")
         kwargs = {k: v for k, v in {**data, **meta}.items() if k in known}
         ens = cls(**kwargs)
         if kind is None:
             return ens
         rebuild = _INPUT_MAP_LOADERS.get(kind)
         if rebuild is None:
-            raise ValueError(
+            raise ModelFormatError(
                 f"{os.fspath(path)!r} routes rows through a {kind!r} input map, which no "
                 "adapter has registered (import treeinner first)."
             )
         try:
             doc = json.loads(document.tobytes().decode())
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"{os.fspath(path)!r}: corrupt input map document ({e}).") from e
+            raise ModelFormatError(f"{os.fspath(path)!r}: corrupt input map document ({e}).") from e
         return cls(**kwargs, input_map=rebuild(doc, ens))
 
     def replace(self, **changes: Any) -> TreeEnsemble:
@@ -897,4 +908,4 @@ def _json_scalar(v: Any) -> Any:
         return v.tolist()
     if isinstance(v, tuple):
         return list(v)
-    raise TypeError(f"Cannot store {type(v).__name__} in a TreeEnsemble file.")
+    raise InputError(f"Cannot store {type(v).__name__} in a TreeEnsemble file.")

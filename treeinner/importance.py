@@ -10,6 +10,7 @@ import pandas as pd
 
 from . import _api
 from ._api import public
+from ._errors import InputError, InputTypeError
 from ._methods import DEFAULT_METHODS, REGISTRY, Method, Options, get, resolve
 from ._staged import _weights
 from .adapters import from_model
@@ -20,9 +21,9 @@ __all__ = ["DEFAULT_METHODS", "importance"]
 
 def _check_bootstrap(n_bootstrap: Any) -> int:
     if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, (int, np.integer)):
-        raise TypeError(f"n_bootstrap must be an int, got {type(n_bootstrap).__name__}.")
+        raise InputTypeError(f"n_bootstrap must be an int, got {type(n_bootstrap).__name__}.")
     if n_bootstrap < 0 or n_bootstrap == 1:
-        raise ValueError(
+        raise InputError(
             f"n_bootstrap must be 0 (no standard errors) or at least 2, got {n_bootstrap}."
         )
     return int(n_bootstrap)
@@ -187,19 +188,19 @@ def importance(
     """
     n_bootstrap = _check_bootstrap(n_bootstrap)
     if not isinstance(se, (bool, np.bool_)):
-        raise TypeError(f"se must be True or False, got {se!r}.")
+        raise InputTypeError(f"se must be True or False, got {se!r}.")
     if se and n_bootstrap:
-        raise ValueError("se=True and n_bootstrap give two standard errors; pass one of them.")
+        raise InputError("se=True and n_bootstrap give two standard errors; pass one of them.")
     chosen = [get(name) for name in resolve(methods, attribution)]
     if n_bootstrap and _api.n_rows(X) == 0:
-        raise ValueError("n_bootstrap needs at least one evaluation row; X has none.")
+        raise InputError("n_bootstrap needs at least one evaluation row; X has none.")
     if reference is not None and not any(m.uses_reference for m in chosen):
-        raise ValueError(
+        raise InputError(
             f"reference= is used by {', '.join(m for m in REGISTRY if get(m).uses_reference)}"
             f"; none of {[m.name for m in chosen]} uses it."
         )
     if y is None and any(m.needs_y for m in chosen):
-        raise ValueError(
+        raise InputError(
             f"y is None, but {[m.name for m in chosen if m.needs_y]} need the labels of X."
         )
     ens = from_model(model)

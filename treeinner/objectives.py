@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import _format as fmt
+from ._errors import InputError, UnsupportedModelError
 
 __all__ = ["Objective", "SoftLabels", "get_objective", "keep_soft"]
 
@@ -124,12 +125,12 @@ class Objective:
         if y.ndim == 2 and y.shape[1] == 1:
             y = y[:, 0]
         if y.ndim != 1:
-            raise ValueError(f"y must be 1-D; got shape {y.shape}.")
+            raise InputError(f"y must be 1-D; got shape {y.shape}.")
         if y.dtype.kind not in "biuf":
-            raise ValueError(f"y must be numeric for the {self.name} objective; got {y.dtype}.")
+            raise InputError(f"y must be numeric for the {self.name} objective; got {y.dtype}.")
         y = y.astype(np.float64)
         if not np.all(np.isfinite(y)):
-            raise ValueError("y contains NaN or infinite labels.")
+            raise InputError("y contains NaN or infinite labels.")
         c = self.code
         bad = None
         if c == fmt.LOGISTIC and np.any((y < 0) | (y > 1)):
@@ -141,7 +142,7 @@ class Objective:
             and np.any((y != 0) & (y != 1))
         ):
             shown = ", ".join(f"{v:g}" for v in np.unique(y[(y != 0) & (y != 1)])[:3])
-            raise ValueError(
+            raise InputError(
                 f"Invalid labels for the {self.name} objective (a binary classifier): labels "
                 f"must be 0 or 1; got {shown}. If these are soft labels (probabilities) on "
                 "purpose, pass y as treeinner.SoftLabels(y)."
@@ -159,7 +160,7 @@ class Objective:
         elif c == fmt.SQUARED_LOG and np.any(y <= -1):
             bad = "labels must be > -1"
         if bad:
-            raise ValueError(f"Invalid labels for the {self.name} objective: {bad}.")
+            raise InputError(f"Invalid labels for the {self.name} objective: {bad}.")
         return y
 
     def link_inverse(self, margin: np.ndarray) -> np.ndarray:
@@ -251,7 +252,7 @@ def get_objective(ens) -> Objective:
         ``ens.grad_objective`` is -1 and the message is ``ens.no_gradient``.
     """
     if ens.grad_objective < 0:
-        raise NotImplementedError(ens.no_gradient)
+        raise UnsupportedModelError(ens.no_gradient)
     return Objective(
         name=ens.objective,
         code=int(ens.grad_objective),

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ._api import check_alpha, public
+from ._errors import InputError, InputTypeError
 from .attribution import _feature_matrix, _output_index, _positive_int
 
 __all__ = ["dependence", "importance", "summary"]
@@ -55,7 +56,7 @@ def _from_table(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, np.ndarray
     the q-values of the methods that have them."""
     if "output" in table.columns:
         if not (table["output"] == "total").any():
-            raise ValueError(
+            raise InputError(
                 "The table has an 'output' column but no 'total' rows; plot the table of "
                 "treeinner.significance (or one output's rows without the 'output' column)."
             )
@@ -65,7 +66,7 @@ def _from_table(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, np.ndarray
         feature=table["feature"].astype(str),
     )
     if table.duplicated(["method", "feature"]).any():
-        raise ValueError("The table has more than one row for some method and feature.")
+        raise InputError("The table has more than one row for some method and feature.")
     features = list(pd.unique(table["feature"]))
     methods = list(pd.unique(table["method"]))
     cols: dict[str, Any] = {}
@@ -139,7 +140,7 @@ def importance(
     if isinstance(frame, pd.Series):
         frame = frame.to_frame(name=frame.name if frame.name is not None else "score")
     if not isinstance(frame, pd.DataFrame):
-        raise TypeError(
+        raise InputTypeError(
             f"frame must be a pandas DataFrame of scores (treeinner.importance), got "
             f"{type(frame).__name__}."
         )
@@ -155,7 +156,7 @@ def importance(
     frame = frame.set_axis([str(c) for c in frame.columns], axis=1)
     candidates = [c for c in numeric if not c.endswith("_se")]
     if not candidates:
-        raise ValueError(
+        raise InputError(
             "frame has no numeric score columns to plot (expected the output of "
             "treeinner.importance or treeinner.significance)."
         )
@@ -165,7 +166,7 @@ def importance(
         methods = [methods]
     methods = list(methods)
     if not methods:
-        raise ValueError("methods is empty; name at least one column of frame.")
+        raise InputError("methods is empty; name at least one column of frame.")
     unknown = [m for m in methods if m not in candidates]
     if unknown:
         from ._methods import REGISTRY
@@ -176,11 +177,11 @@ def importance(
             if missing
             else ""
         )
-        raise ValueError(
+        raise InputError(
             f"Unknown or non-numeric method column(s) {unknown}; frame has {candidates}.{hint}"
         )
     if frame.shape[0] == 0:
-        raise ValueError("frame has no rows (features) to plot.")
+        raise InputError("frame has no rows (features) to plot.")
     if top is not None:
         top = _positive_int("top", top)
 
@@ -262,7 +263,7 @@ def _attribution_values(attribution: Any, output: Any) -> tuple[np.ndarray, str]
     values = getattr(attribution, "values", None)
     names = getattr(attribution, "feature_names", None)
     if values is None or names is None:
-        raise TypeError(
+        raise InputTypeError(
             "attribution must be a treeinner Attribution (from predecomp, saabas or tree_shap), "
             f"got {type(attribution).__name__}."
         )
@@ -271,12 +272,12 @@ def _attribution_values(attribution: Any, output: Any) -> tuple[np.ndarray, str]
         output = _output_index(output, v.shape[2] if v.ndim == 3 else 1)
     if v.ndim == 3:
         if output is None:
-            raise ValueError(
+            raise InputError(
                 f"This attribution has {v.shape[2]} outputs (classes); pass output= to pick one."
             )
         return v[:, :, output], f" (output {output})"
     if v.ndim != 2:
-        raise ValueError(f"attribution values must be 2-D or 3-D, got shape {v.shape}.")
+        raise InputError(f"attribution values must be 2-D or 3-D, got shape {v.shape}.")
     return v, ""
 
 
@@ -284,16 +285,16 @@ def _feature_index(attribution: Any, feature: Any, what: str = "feature") -> int
     names = [str(f) for f in attribution.feature_names]
     if isinstance(feature, (int, np.integer)) and not isinstance(feature, bool):
         if not -len(names) <= feature < len(names):
-            raise ValueError(f"{what} index {feature} is out of range for {len(names)} features.")
+            raise InputError(f"{what} index {feature} is out of range for {len(names)} features.")
         return int(feature) % len(names)
     if isinstance(feature, str):
         if feature not in names:
-            raise ValueError(
+            raise InputError(
                 f"Unknown {what} {feature!r}; the attribution's features are "
                 f"{names[:20]}{' ...' if len(names) > 20 else ''}."
             )
         return names.index(feature)
-    raise TypeError(f"{what} must be a feature name or an int index, got {feature!r}.")
+    raise InputTypeError(f"{what} must be a feature name or an int index, got {feature!r}.")
 
 
 def _unit_colors(x: np.ndarray) -> np.ndarray:

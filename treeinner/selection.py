@@ -13,6 +13,7 @@ import pandas as pd
 from . import _api
 from ._api import public
 from ._crossfit import encode_labels as _encode_labels
+from ._errors import InputError
 from ._methods import REGISTRY, Method, get, resolve
 from ._significance import significance
 from .attribution import NeedsReference
@@ -60,7 +61,7 @@ def _check_threshold(threshold: Any) -> float:
         or isinstance(threshold, bool)
         or np.isnan(float(threshold))
     ):
-        raise ValueError(f"threshold must be a real number (not NaN), got {threshold!r}.")
+        raise InputError(f"threshold must be a real number (not NaN), got {threshold!r}.")
     return float(threshold)
 
 
@@ -68,7 +69,7 @@ def _check_top_k(top_k: Any) -> int | None:
     if top_k is None:
         return None
     if not isinstance(top_k, numbers.Integral) or isinstance(top_k, bool) or top_k < 1:
-        raise ValueError(f"top_k must be None or an integer >= 1, got {top_k!r}.")
+        raise InputError(f"top_k must be None or an integer >= 1, got {top_k!r}.")
     return int(top_k)
 
 
@@ -84,14 +85,14 @@ def _check_rule(rule: Any, threshold: Any, method: Method) -> tuple[str, float]:
     _api.check_choice("rule", rule, RULES)
     if rule != "threshold":
         if threshold is not None:
-            raise ValueError(
+            raise InputError(
                 f"threshold={threshold!r} is the threshold rule's; rule={rule!r} keeps features "
                 "by their standard errors at level alpha. Pass rule='threshold' to use a "
                 "threshold."
             )
         if not method.has_se:
             with_se = [name for name, m in REGISTRY.items() if m.has_se]
-            raise ValueError(
+            raise InputError(
                 f"rule={rule!r} needs standard errors, which method {method.name!r} does not "
                 f"give; use rule='threshold' with it, or a method with standard errors: "
                 f"{', '.join(with_se)}."
@@ -130,7 +131,7 @@ def _keep_by_rule(
             se = frame["se"].to_numpy(dtype=np.float64)
             passing = score + _NORMAL.inv_cdf(1.0 - alpha) * se > 0.0
         else:  # pragma: no cover - checked by _check_rule
-            raise ValueError(f"unknown rule {rule!r}")
+            raise InputError(f"unknown rule {rule!r}")
     idx = np.flatnonzero(passing & ~np.isnan(score))
     if top_k is not None and idx.size > top_k:
         idx = idx[np.argsort(-score[idx], kind="stable")[:top_k]]
@@ -171,7 +172,7 @@ def _selection_table(
     y = _encode_labels(model, y)
     if reference is not None:
         if not isinstance(reference, (tuple, list)) or len(reference) not in (2, 3):
-            raise ValueError(
+            raise InputError(
                 "reference must be (X_train, y_train) or (X_train, y_train, sample_weight)."
             )
         reference = (reference[0], _encode_labels(model, reference[1]), *reference[2:])
@@ -191,7 +192,7 @@ def _selection_table(
     except ValueError as e:
         named = isinstance(e, NeedsReference)  # already names select_features' reference=
         if reference is None and "reference=" in str(e) and method.uses_reference and not named:
-            raise ValueError(f"{e} select_features: pass reference=(X_train, y_train).") from e
+            raise InputError(f"{e} select_features: pass reference=(X_train, y_train).") from e
         raise
 
 
@@ -339,7 +340,7 @@ def select_features(
     )
     values = frame["score"].to_numpy(dtype=np.float64)
     if values.size and np.all(np.isnan(values)):
-        raise ValueError(f"method {column!r} gives no score for this model (all NaN).")
+        raise InputError(f"method {column!r} gives no score for this model (all NaN).")
     keep = _keep_by_rule(frame, rule, alpha=alpha, threshold=threshold, top_k=top_k)
     if not keep.any():
         warnings.warn(

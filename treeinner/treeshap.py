@@ -11,6 +11,7 @@ import pandas as pd
 
 from . import _api
 from ._api import public
+from ._errors import InputError, UnsupportedModelError
 from ._format import MISSING_NAN, NUMERIC
 from ._staged import _inputs, dynamic_chunks, stages
 from ._stats import Moments
@@ -30,14 +31,14 @@ _WEIGHTS = ("auto", "cover", "count")
 def _split_weights(ens: TreeEnsemble, weights: str, lo: int, hi: int) -> np.ndarray:
     """The node weights TreeSHAP splits by, checked for trees ``lo:hi``."""
     if weights not in _WEIGHTS:
-        raise ValueError(f"weights must be one of {_WEIGHTS}, got {weights!r}.")
+        raise InputError(f"weights must be one of {_WEIGHTS}, got {weights!r}.")
     if weights == "auto":
         weights = ens.node_weight  # the booster's own convention, decided by its adapter
     w = ens.cover if weights == "cover" else ens.count
     mine = w[ens.tree_offsets[lo] : ens.tree_offsets[hi]]
     if not np.all(np.isfinite(mine)) or np.any(mine < 0):
         what = "covers (hessian sums)" if weights == "cover" else "training row counts"
-        raise ValueError(
+        raise InputError(
             f"The {ens.source} model stores no {what} for its nodes (objective "
             f"{ens.objective!r}), and path-dependent TreeSHAP with weights={weights!r} weights "
             "every split by them."
@@ -166,11 +167,11 @@ def _setup(
     rows it will explain (oblivious trees with more leaves than rows are not tabulated, their
     tables would cost more than the rows; None: no limit)."""
     if ens._linear is not None:
-        raise NotImplementedError(
+        raise UnsupportedModelError(
             "TreeSHAP of models with linear leaves (LightGBM linear_tree) is not supported."
         )
     if not getattr(ens.input_map, "routes_off_path", True):
-        raise NotImplementedError(
+        raise UnsupportedModelError(
             "TreeSHAP of CatBoost Depthwise/Lossguide trees with categorical splits is not "
             "supported: TreeSHAP reads splits off a row's path, and CatBoost only tells which "
             "way a row goes at the splits it passes. Oblivious (SymmetricTree) models work."

@@ -13,6 +13,7 @@ from . import _api, _input
 from . import _staged as _staged_pass
 from ._api import per_output as _per_output
 from ._api import public
+from ._errors import InputError
 from ._splits import split_columns
 from ._staged import _iter_ptr, _staged, _weights, stages
 from ._stats import Estimate, p_values
@@ -96,7 +97,7 @@ def _held_out_pass(
     Xd = _input.join_blocks(blocks, ens.n_features)
     yv = obj.check_labels(y)
     if yv.shape[0] != n:
-        raise ValueError(f"X has {n} rows but y has {yv.shape[0]}.")
+        raise InputError(f"X has {n} rows but y has {yv.shape[0]}.")
     w = _weights(w, n)
     K = ens.n_outputs
     rho = np.zeros((ens.n_nodes, 3))

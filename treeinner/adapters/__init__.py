@@ -23,6 +23,7 @@ import json
 import os
 from typing import Any
 
+from .._errors import InputTypeError, ModelFormatError
 from ..ensemble import TreeEnsemble
 from . import _cache, catboost, lightgbm, xgboost
 from ._common import emit, library_of
@@ -79,7 +80,7 @@ def from_model(
         return _override(model._treeinner_ensemble(), learning_rate, reg_lambda)
     adapter = next((a for a in ADAPTERS if a.matches(model)), None)
     if adapter is None:
-        raise TypeError(
+        raise InputTypeError(
             f"Cannot explain a {type(model).__module__}.{type(model).__name__}: expected an "
             "XGBoost, LightGBM or CatBoost model (Booster or scikit-learn wrapper), or a "
             "TreeEnsemble."
@@ -142,7 +143,7 @@ def load(
     if head.startswith(b"PK\x03\x04"):
         return _override(TreeEnsemble.load_npz(path), learning_rate, reg_lambda)
     if head[:1] == b"\x80":
-        raise ValueError(
+        raise ModelFormatError(
             f"{path!r} is a Python pickle; treeinner never unpickles files. Save the model in "
             "the booster's own format (e.g. XGBoost's save_model('model.json'))."
         )
@@ -153,7 +154,7 @@ def load(
     doc = _document(path, data, head)
     adapter = next((a for a in ADAPTERS if a.matches_document(doc)), None)
     if adapter is None:
-        raise ValueError(f"{path!r} is JSON but not a model treeinner can read.")
+        raise ModelFormatError(f"{path!r} is JSON but not a model treeinner can read.")
     return emit(adapter.from_document(doc, given))
 
 
@@ -161,15 +162,17 @@ def _document(path: str, data: bytes, head: bytes) -> Any:
     """A JSON or UBJSON file decoded (ValueError for anything else, or a corrupt one)."""
     stripped = head.lstrip()
     if not stripped.startswith(b"{"):
-        raise ValueError(f"{path!r} is not a model file treeinner can read.")
+        raise ModelFormatError(f"{path!r} is not a model file treeinner can read.")
     if stripped[1:].lstrip()[:1] in (b'"', b"}"):
         try:
             return json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-            raise ValueError(f"{path!r} is not valid JSON (truncated or corrupt?): {e}") from e
+            raise ModelFormatError(
+                f"{path!r} is not valid JSON (truncated or corrupt?): {e}"
+            ) from e
     from ._ubjson import loads
 
     try:
         return loads(data)
     except ValueError as e:
-        raise ValueError(f"{path!r} is not valid UBJSON (truncated or corrupt?): {e}") from e
+        raise ModelFormatError(f"{path!r} is not valid UBJSON (truncated or corrupt?): {e}") from e

@@ -21,6 +21,7 @@ import narwhals.stable.v2 as nw
 import numpy as np
 
 from .. import _input
+from .._errors import InputError, ModelFormatError
 
 _PIP = "pip install catboost"
 
@@ -43,7 +44,7 @@ def _load(doc: dict) -> Any:
         try:
             model.load_model(path, format="json")
         except Exception as e:  # CatBoostError
-            raise ValueError(f"CatBoost could not load the model: {e}") from e
+            raise ModelFormatError(f"CatBoost could not load the model: {e}") from e
     return model
 
 
@@ -167,7 +168,7 @@ class CategoricalRouting:
                 X = self._pandas(frame)
         if isinstance(X, pd.DataFrame):
             if X.shape[1] != self.n_raw:
-                raise ValueError(
+                raise InputError(
                     f"X has {X.shape[1]} features, but the model expects {self.n_raw}."
                 )
             if all(isinstance(c, str) for c in X.columns) and set(X.columns) == set(
@@ -178,7 +179,7 @@ class CategoricalRouting:
         else:
             arr = np.asarray(X, dtype=object)
             if arr.ndim != 2 or arr.shape[1] != self.n_raw:
-                raise ValueError(
+                raise InputError(
                     f"X has shape {arr.shape}; the model expects {self.n_raw} features."
                 )
             if self.named:
@@ -193,7 +194,7 @@ class CategoricalRouting:
                 else:
                     out[:, c] = np.asarray(v, dtype=np.float64)
         except (TypeError, ValueError) as e:
-            raise ValueError(f"A numeric feature of X holds a non-number: {e}") from e
+            raise InputError(f"A numeric feature of X holds a non-number: {e}") from e
         return X, out
 
     def transform(self, X: Any) -> np.ndarray:
@@ -208,7 +209,7 @@ class CategoricalRouting:
             pool = catboost.Pool(X, cat_features=self.cat_features)
             leaves = np.asarray(self.model.calc_leaf_indexes(pool), dtype=np.int64)
         except Exception as e:  # CatBoostError: bad categorical values and the like
-            raise ValueError(f"CatBoost could not route X: {e}") from e
+            raise InputError(f"CatBoost could not route X: {e}") from e
         rows = np.arange(n)
         for t in self.trees:
             node = self.leaf_node[t][leaves[:, t]]

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import ModelFormatError, UnsupportedModelError
 from ._common import Corrupt, corrupt
 
 #: nan_value_treatment -> whether NaN goes left
@@ -109,7 +110,7 @@ def features(doc: dict) -> tuple[list[str], bool, FeatureMap]:
         raise bad("features_info is missing.")
     for kind in ("text_features", "embedding_features"):
         if fi.get(kind):
-            raise NotImplementedError(
+            raise UnsupportedModelError(
                 f"CatBoost models with {kind.replace('_', ' ')} are not supported."
             )
     floats = fi.get("float_features") or []
@@ -154,7 +155,7 @@ def _float_map(floats: list) -> FeatureMap:
             raise bad(f"float feature_index {idx!r} is missing or repeated.")
         treat = f.get("nan_value_treatment", "AsIs")
         if treat not in _NAN_LEFT:
-            raise NotImplementedError(f"CatBoost nan_value_treatment {treat!r} is not supported.")
+            raise UnsupportedModelError(f"CatBoost nan_value_treatment {treat!r} is not supported.")
         fmap[idx] = (int(f["flat_feature_index"]), _NAN_LEFT[treat])
     return fmap
 
@@ -207,7 +208,9 @@ def _ctr_credit(fmap: FeatureMap, ctr: Any) -> tuple[int, ...]:
             if not isinstance(fi, int) or isinstance(fi, bool) or fi not in fmap:
                 raise bad(f"a CTR element uses float_feature_index {fi!r}, not described.")
         else:
-            raise NotImplementedError(f"CatBoost CTR elements of kind {kind!r} are not supported.")
+            raise UnsupportedModelError(
+                f"CatBoost CTR elements of kind {kind!r} are not supported."
+            )
     if not cols:
         raise bad("a CTR projection counts no categorical feature.")
     return tuple(sorted(cols))
@@ -222,7 +225,7 @@ def _split(s: Any, fmap: FeatureMap) -> tuple[int, float, bool]:
         # evaluated by CatBoost itself: a 0/1 column, 1 where the row goes right
         return fmap.synthetic(s), 0.5, False
     if kind != "FloatFeature":
-        raise NotImplementedError(f"CatBoost splits of type {kind!r} are not supported.")
+        raise UnsupportedModelError(f"CatBoost splits of type {kind!r} are not supported.")
     idx = s.get("float_feature_index")
     if idx not in fmap or isinstance(idx, bool):
         raise bad(f"a split uses float_feature_index {idx!r}, which is not described.")
@@ -239,7 +242,9 @@ def parse_trees(doc: dict, k: int, fmap: FeatureMap) -> tuple[list[dict[str, np.
     if not isinstance(trees_json, list):
         raise bad("the trees are not an array.")
     if len(trees_json) == 0:
-        raise ValueError("The CatBoost model has no trees (was it trained for 0 iterations?).")
+        raise ModelFormatError(
+            "The CatBoost model has no trees (was it trained for 0 iterations?)."
+        )
     parse = _oblivious if symmetric else _nonsymmetric
     parsed = []
     for i, t in enumerate(trees_json):

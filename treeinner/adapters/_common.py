@@ -17,13 +17,14 @@ from typing import Any
 import numpy as np
 
 from .. import _calls
+from .._errors import ModelFormatError
 from .._format import default_grad_params
 from ..ensemble import TreeEnsemble
 from ._records import Conversion, KernelObjective, Parts, Tree
 
 
 # ---------------------------------------------------------------------- errors and helpers
-class Corrupt(ValueError):
+class Corrupt(ModelFormatError):
     """A model document that cannot be a valid model (the message names the booster)."""
 
 
@@ -62,7 +63,7 @@ def pick(explicit: Any, *found: tuple[Any, str]) -> tuple[Any, list[str]]:
     for value, note in found:
         if value is not None:
             return value, [note] if note else []
-    raise ValueError("pick() needs a candidate with a value (a default).")
+    raise ModelFormatError("pick() needs a candidate with a value (a default).")
 
 
 # ---------------------------------------------------------------------- objectives

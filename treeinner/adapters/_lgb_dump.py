@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import ModelFormatError
 from ._common import bitset
 from ._lgb_records import LgbModel, LgbTree, LinearModel, bad
 
@@ -27,7 +28,7 @@ def is_dump(doc: Any) -> bool:
 def read(doc: Any) -> LgbModel:
     """Parse a decoded dump (checks its structure, not yet what the values mean)."""
     if not is_dump(doc):
-        raise ValueError("Not a LightGBM dump_model() document (no 'tree_info' list).")
+        raise ModelFormatError("Not a LightGBM dump_model() document (no 'tree_info' list).")
     trees = [_tree(info, i) for i, info in enumerate(doc["tree_info"])]
     header = {k: doc[k] for k in doc if k != "tree_info"}
     params = doc.get("parameters") if isinstance(doc.get("parameters"), dict) else {}

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import InputTypeError, ModelFormatError
 from ._lgb_records import LgbModel, LgbTree, LinearModel, bad
 
 
@@ -46,9 +47,9 @@ def _key_values(lines: list[str]) -> dict[str, str]:
 def _split_text(text: str) -> tuple[dict[str, Any], list[dict[str, str]], str]:
     """Header key-values, per-tree key-values and the text after the trees."""
     if not isinstance(text, str):
-        raise TypeError(f"Expected the model text as str, got {type(text).__name__}.")
+        raise InputTypeError(f"Expected the model text as str, got {type(text).__name__}.")
     if not text.startswith("tree"):
-        raise ValueError("Not a LightGBM model text (it does not start with 'tree').")
+        raise ModelFormatError("Not a LightGBM model text (it does not start with 'tree').")
     end = text.find("end of trees")
     if end < 0:
         raise bad("no 'end of trees' line (truncated file?).")

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import ModelFormatError
+
 _INT = {b"i": (">i1", 1), b"U": (">u1", 1), b"I": (">i2", 2), b"l": (">i4", 4), b"L": (">i8", 8)}
 _NUM = {**_INT, b"d": (">f4", 4), b"D": (">f8", 8)}
 _MAX_DEPTH = 64
@@ -25,7 +27,7 @@ class _Reader:
     def take(self, n: int) -> bytes:
         """The next ``n`` bytes (ValueError when the data ends first)."""
         if n < 0 or self.pos + n > len(self.buf):
-            raise ValueError("truncated UBJSON data")
+            raise ModelFormatError("truncated UBJSON data")
         out = self.buf[self.pos : self.pos + n]
         self.pos += n
         return out
@@ -46,10 +48,10 @@ class _Reader:
         """A non-negative length (an integer of any integer type)."""
         m = self.marker()
         if m not in _INT:
-            raise ValueError(f"bad UBJSON length marker {m!r}")
+            raise ModelFormatError(f"bad UBJSON length marker {m!r}")
         n = self.number(m)
         if n < 0:
-            raise ValueError("negative UBJSON length")
+            raise ModelFormatError("negative UBJSON length")
         return n
 
     def string(self) -> str:
@@ -57,12 +59,12 @@ class _Reader:
         try:
             return self.take(self.length()).decode("utf-8")
         except UnicodeDecodeError as e:
-            raise ValueError("invalid UTF-8 in UBJSON string") from e
+            raise ModelFormatError("invalid UTF-8 in UBJSON string") from e
 
     def value(self, m: bytes, depth: int) -> Any:
         """A value of type ``m`` (containers nest at most ``_MAX_DEPTH`` deep)."""
         if depth > _MAX_DEPTH:
-            raise ValueError("UBJSON nested too deeply")
+            raise ModelFormatError("UBJSON nested too deeply")
         if m in _NUM:
             return self.number(m)
         if m == b"S":
@@ -81,7 +83,7 @@ class _Reader:
             return self.array(depth)
         if m == b"{":
             return self.obj(depth)
-        raise ValueError(f"unknown UBJSON marker {m!r} at byte {self.pos - 1}")
+        raise ModelFormatError(f"unknown UBJSON marker {m!r} at byte {self.pos - 1}")
 
     def _header(self) -> tuple[bytes | None, int | None]:
         """A container's optional ``$type`` and ``#count``."""
@@ -90,7 +92,7 @@ class _Reader:
             self.pos += 1
             typ = self.take(1)
             if self.take(1) != b"#":
-                raise ValueError("UBJSON typed container without a count")
+                raise ModelFormatError("UBJSON typed container without a count")
             count = self.length()
         elif self.buf[self.pos : self.pos + 1] == b"#":
             self.pos += 1
@@ -102,10 +104,10 @@ class _Reader:
         if count is None:
             return
         if typ in (b"Z", b"T", b"F", b"N"):
-            raise ValueError("UBJSON typed container of a zero-size type")
+            raise ModelFormatError("UBJSON typed container of a zero-size type")
         # every element takes at least one byte: a larger count is a corrupt header
         if count > len(self.buf) - self.pos:
-            raise ValueError("UBJSON container count exceeds the data")
+            raise ModelFormatError("UBJSON container count exceeds the data")
 
     def array(self, depth: int) -> Any:
         """An array (a typed numeric one as a NumPy array)."""
@@ -160,5 +162,5 @@ def loads(buf: bytes) -> Any:
     try:
         out = r.value(r.marker(), 0)
     except (struct.error, KeyError, IndexError) as e:
-        raise ValueError(f"corrupt UBJSON data: {e}") from e
+        raise ModelFormatError(f"corrupt UBJSON data: {e}") from e
     return out

@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _format as fmt
+from .._errors import InputError, InputTypeError, ModelFormatError, UnsupportedModelError
 from ..ensemble import TreeEnsemble, register_input_map
 from ._cb_categorical import CategoricalRouting, require_catboost
 from ._cb_trees import FeatureMap, bad, features, num, parse_trees
@@ -82,14 +83,14 @@ def export(obj: Any) -> Export:
     binary model (``_serialize_model()``; the JSON export where that is missing). A model with
     categorical features is kept by the ensemble to route rows, so its identity is ``extra``."""
     if not hasattr(obj, "save_model") or not hasattr(obj, "is_fitted"):
-        raise TypeError(f"{type(obj).__name__} is not a CatBoost model.")
+        raise InputTypeError(f"{type(obj).__name__} is not a CatBoost model.")
     if not obj.is_fitted():
-        raise ValueError(f"The {type(obj).__name__} is not fitted; call fit() first.")
+        raise InputError(f"The {type(obj).__name__} is not fitted; call fit() first.")
     # CatBoost's JSON export silently leaves text and embedding features out
     for kind in ("text", "embedding"):
         getter = getattr(obj, f"get_{kind}_feature_indices", None)
         if getter is not None and len(getter()) > 0:
-            raise NotImplementedError(f"CatBoost models with {kind} features are not supported.")
+            raise UnsupportedModelError(f"CatBoost models with {kind} features are not supported.")
     serialize = getattr(obj, "_serialize_model", None)
     data = bytes(serialize()) if serialize is not None else _json_export(obj)
     cats = getattr(obj, "get_cat_feature_indices", lambda: [1])()
@@ -103,7 +104,7 @@ def _json_export(model: Any) -> bytes:
         try:
             model.save_model(path, format="json")
         except Exception as e:  # CatBoostError, e.g. a model JSON cannot describe
-            raise ValueError(f"CatBoost could not export the model as JSON: {e}") from e
+            raise ModelFormatError(f"CatBoost could not export the model as JSON: {e}") from e
         with open(path, "rb") as fh:
             return fh.read()
 
@@ -228,26 +229,26 @@ def _cbm_document(path: str, timeout: float = 300.0) -> dict:
                 check=False,
             )
         except subprocess.TimeoutExpired as e:
-            raise ValueError(f"CatBoost did not read {path!r} within {timeout:g} s.") from e
+            raise ModelFormatError(f"CatBoost did not read {path!r} within {timeout:g} s.") from e
         if res.returncode == 3 and "UNSUPPORTED: " in (res.stderr or ""):
             what = res.stderr.split("UNSUPPORTED: ", 1)[1].strip()
-            raise NotImplementedError(f"{what} are not supported.")
+            raise UnsupportedModelError(f"{what} are not supported.")
         if res.returncode != 0 or not os.path.exists(out):
             lines = [ln for ln in (res.stderr or "").strip().splitlines() if ln.strip()]
             why = lines[-1][-200:] if lines else f"the loader died (exit code {res.returncode})"
-            raise ValueError(f"{path!r} is not a readable CatBoost model (corrupt?): {why}")
+            raise ModelFormatError(f"{path!r} is not a readable CatBoost model (corrupt?): {why}")
         try:
             with open(out, encoding="utf-8") as fh:
                 return json.load(fh)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-            raise ValueError(f"CatBoost exported {path!r} as invalid JSON: {e}") from e
+            raise ModelFormatError(f"CatBoost exported {path!r} as invalid JSON: {e}") from e
 
 
 # ---------------------------------------------------------------------- phases
 def _convert(doc: Any, given: Overrides, model: Any) -> Conversion:
     """Every phase, from the document to the assembled ensemble."""
     if not isinstance(doc, dict) or not ("oblivious_trees" in doc or "trees" in doc):
-        raise ValueError("Not a CatBoost JSON model (no 'oblivious_trees' or 'trees').")
+        raise ModelFormatError("Not a CatBoost JSON model (no 'oblivious_trees' or 'trees').")
     try:
         h = _read_header(doc)
         parsed, symmetric = parse_trees(doc, h.k, h.fmap)
@@ -280,7 +281,7 @@ def _convert(doc: Any, given: Overrides, model: Any) -> Conversion:
             )
         )
     except _CORRUPT_ERRORS as e:
-        raise ValueError(f"Corrupt CatBoost model: {type(e).__name__}: {e}") from e
+        raise ModelFormatError(f"Corrupt CatBoost model: {type(e).__name__}: {e}") from e
 
 
 class _Header(NamedTuple):
@@ -306,7 +307,7 @@ def _read_header(doc: dict) -> _Header:
     scale = num(sb[0], "the scale")
     bias = np.array([num(b, "the bias") for b in (sb[1] if isinstance(sb[1], list) else [sb[1]])])
     if not np.isfinite(scale) or scale <= 0:
-        raise NotImplementedError(
+        raise UnsupportedModelError(
             f"CatBoost models with scale {scale} (scale_and_bias) are not supported: only a "
             "positive finite scale can be folded into the learning rate."
         )
@@ -316,11 +317,11 @@ def _read_header(doc: dict) -> _Header:
     params = _params(doc)
     objective, obj_params = _loss(params)
     if objective in _MULTI_TARGET:
-        raise NotImplementedError(
+        raise UnsupportedModelError(
             f"CatBoost loss_function {objective!r} (multi-target) is not supported."
         )
     if k > 1 and objective not in ("MultiClass", "MultiClassOneVsAll"):
-        raise NotImplementedError(
+        raise UnsupportedModelError(
             f"CatBoost models with {k} outputs and loss_function {objective!r} are not supported."
         )
     if objective == "MultiClass":
@@ -477,7 +478,7 @@ def kernel_objective(
     """The ``KernelObjective`` of CatBoost's losses (``_common.KernelObjective``): the plain
     derivatives, no hessian floor; NotImplementedError for losses with no gradient here."""
     if name not in _CODES:
-        raise NotImplementedError(
+        raise UnsupportedModelError(
             f"CatBoost loss_function {name!r} has no per-row gradient in treeinner (supported: "
             f"{', '.join(_CODES)}); such models are supported for prediction only."
         )
@@ -492,7 +493,7 @@ def kernel_objective(
     if code == fmt.TWEEDIE:
         prm[fmt.P_TWEEDIE] = float(params.get("variance_power", 1.5))
     if code == fmt.SOFTMAX and n_outputs < 2:
-        raise ValueError("Corrupt CatBoost model: MultiClass with fewer than 2 outputs.")
+        raise ModelFormatError("Corrupt CatBoost model: MultiClass with fewer than 2 outputs.")
     return code, prm
 
 
@@ -511,7 +512,7 @@ def _rebuild_routing(doc: Any, ens: TreeEnsemble) -> Any:
         for k in ("tree_offsets", "left", "right", "feature", "threshold", "leaf_id", "value")
     )
     if not same or new.input_map is None:
-        raise ValueError(
+        raise ModelFormatError(
             "The saved CatBoost model document does not describe the saved trees (corrupt file?)."
         )
     return new.input_map

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _format as fmt
+from .._errors import InputError, InputTypeError, ModelFormatError, UnsupportedModelError
 from ..ensemble import TreeEnsemble
 from . import _lgb_dump, _lgb_stats, _lgb_text
 from ._common import assemble, cat_sets, emit, library_of, pick
@@ -133,11 +134,11 @@ def export(obj: Any) -> Export:
     booster = obj
     if not hasattr(obj, "model_to_string"):
         if not hasattr(type(obj), "booster_"):
-            raise TypeError(f"{type(obj).__name__} is not a LightGBM Booster or model.")
+            raise InputTypeError(f"{type(obj).__name__} is not a LightGBM Booster or model.")
         try:
             booster = obj.booster_
         except Exception as e:  # LGBMNotFittedError / NotFittedError
-            raise ValueError(f"The {type(obj).__name__} is not fitted: {e}") from e
+            raise InputError(f"The {type(obj).__name__} is not fitted: {e}") from e
     return Export(booster.model_to_string().encode("utf-8"))
 
 
@@ -163,7 +164,7 @@ def from_file(path: str, data: bytes, given: Overrides) -> Conversion:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"{path!r} is not a valid LightGBM model file: {e}") from e
+        raise ModelFormatError(f"{path!r} is not a valid LightGBM model file: {e}") from e
     return _build(_lgb_text.read(text), given)
 
 
@@ -228,7 +229,7 @@ def _read_header(m: LgbModel) -> _Header:
         raise bad("num_class, num_tree_per_iteration and max_feature_idx must be positive.")
     n_trees = len(m.trees)
     if n_trees == 0:
-        raise ValueError("The LightGBM model has no trees (was it trained for 0 rounds?).")
+        raise ModelFormatError("The LightGBM model has no trees (was it trained for 0 rounds?).")
     if n_trees % per_iter:
         raise bad(f"{n_trees} trees is not a multiple of num_tree_per_iteration={per_iter}.")
     objective, obj_params = _objective(str(header.get("objective", "regression")))
@@ -249,7 +250,7 @@ def _objective(text: str) -> tuple[str, dict[str, Any]]:
         raise bad("the objective is empty.")
     name = _ALIASES.get(parts[0])
     if name is None:
-        raise NotImplementedError(f"LightGBM objective {parts[0]!r} is not supported.")
+        raise UnsupportedModelError(f"LightGBM objective {parts[0]!r} is not supported.")
     params: dict[str, Any] = {}
     for p in parts[1:]:
         if ":" in p:
@@ -653,13 +654,13 @@ def kernel_objective(
     prm[fmt.P_SIGMOID] = float(params.get("sigmoid", 1.0))
     prm[fmt.P_POS_WEIGHT] = float(params.get("pos_weight", 1.0))
     if name in ("binary", "multiclassova") and float(params.get("neg_weight", 1.0)) != 1.0:
-        raise NotImplementedError(
+        raise UnsupportedModelError(
             "LightGBM is_unbalance with a majority of positive labels weights the negative "
             "labels; that objective is supported for prediction only."
         )
     if name == "regression":
         if params.get("sqrt"):
-            raise NotImplementedError(
+            raise UnsupportedModelError(
                 "LightGBM regression with reg_sqrt=True is supported for prediction only."
             )
         return fmt.SQUARED, prm
@@ -671,7 +672,7 @@ def kernel_objective(
         return fmt.LOGISTIC, prm
     if name == "multiclass":
         if n_outputs < 2:
-            raise ValueError("A multiclass model needs at least two classes.")
+            raise ModelFormatError("A multiclass model needs at least two classes.")
         prm[fmt.P_HESS_SCALE] = n_outputs / (n_outputs - 1.0)
         return fmt.SOFTMAX, prm
     if name == "multiclassova":
@@ -684,7 +685,7 @@ def kernel_objective(
     if name == "tweedie":
         prm[fmt.P_TWEEDIE] = float(params.get("tweedie_variance_power", 1.5))
         return fmt.TWEEDIE, prm
-    raise NotImplementedError(
+    raise UnsupportedModelError(
         f"LightGBM objective {name!r} has no per-row gradient here; it is supported for "
         "prediction only."
     )

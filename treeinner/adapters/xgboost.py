@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _format as fmt
+from .._errors import InputError, InputTypeError, ModelFormatError, UnsupportedModelError
 from ..ensemble import TreeEnsemble
 from . import _ubjson
 from ._common import assemble, bitset, cat_sets, corrupt, emit, library_of, pick
@@ -92,18 +93,18 @@ def export(obj: Any) -> Export:
     """Serialize an ``xgboost.Booster`` or fitted scikit-learn wrapper: ``save_raw("ubj")``, and
     ``save_config()`` (eta, lambda and the options that make node values inexact) as ``extra``."""
     if not (hasattr(obj, "save_raw") or hasattr(obj, "get_booster")):
-        raise TypeError(f"{type(obj).__name__} is not an XGBoost booster or model.")
+        raise InputTypeError(f"{type(obj).__name__} is not an XGBoost booster or model.")
     booster = obj
     if hasattr(obj, "get_booster"):
         try:
             booster = obj.get_booster()
         except Exception as e:  # NotFittedError and the like
-            raise ValueError(f"The {type(obj).__name__} is not fitted: {e}") from e
+            raise InputError(f"The {type(obj).__name__} is not fitted: {e}") from e
     try:
         raw = booster.save_raw(raw_format="ubj")
         config = booster.save_config()
     except Exception as e:  # XGBoostError for an empty Booster()
-        raise ValueError(
+        raise ModelFormatError(
             "The XGBoost booster is not trained (it holds no model): "
             + str(e).split("\n")[0][-120:]
         ) from e
@@ -133,7 +134,7 @@ def sniff_file(head: bytes) -> bool:
 
 def from_file(path: str, data: bytes, given: Overrides) -> Conversion:
     """A file ``sniff_file`` recognised: refused, with what to do instead."""
-    raise ValueError(
+    raise ModelFormatError(
         f"{path!r} is an XGBoost model in the deprecated binary format; load it with "
         "xgboost and save it as .json or .ubj."
     )
@@ -180,7 +181,7 @@ def from_dict(
 def _convert(doc: Any, config: dict | None, given: Overrides) -> Conversion:
     """Every phase, from the document to the assembled ensemble."""
     if not is_xgboost_model(doc):
-        raise ValueError("Not an XGBoost model document (no 'learner').")
+        raise ModelFormatError("Not an XGBoost model document (no 'learner').")
     try:
         h = _read_header(doc, config)
         parsed = [
@@ -245,10 +246,10 @@ def _read_header(doc: dict, config: dict | None) -> _Header:
     n_features = _int(mp, "num_feature", 0)
     objective = learner.get("objective", {}).get("name", "reg:squarederror")
     if objective not in _BASE_LINK:
-        raise NotImplementedError(f"XGBoost objective {objective!r} is not supported.")
+        raise UnsupportedModelError(f"XGBoost objective {objective!r} is not supported.")
     cfg = _config_params(config)
     if cfg.get("multi_strategy", "one_output_per_tree") != "one_output_per_tree":
-        raise NotImplementedError(
+        raise UnsupportedModelError(
             f"XGBoost multi_strategy={cfg['multi_strategy']!r} (vector leaves) is not supported."
         )
     group, iteration = _tree_layout(model, len(trees), n_outputs)
@@ -265,14 +266,14 @@ def _booster_section(gb: dict) -> tuple[str, dict, list, np.ndarray]:
     """The booster kind, the section holding the trees, the trees and their DART weights."""
     name = gb.get("name", "gbtree")
     if name == "gblinear":
-        raise NotImplementedError("XGBoost booster='gblinear' has no trees to explain.")
+        raise UnsupportedModelError("XGBoost booster='gblinear' has no trees to explain.")
     if name not in ("gbtree", "dart"):
-        raise NotImplementedError(f"XGBoost booster={name!r} is not supported.")
+        raise UnsupportedModelError(f"XGBoost booster={name!r} is not supported.")
     model = gb["gbtree"]["model"] if name == "dart" else gb["model"]
     trees = model["trees"]
     n_trees = len(trees)
     if n_trees == 0:
-        raise ValueError("The XGBoost model has no trees (was it trained for 0 rounds?).")
+        raise ModelFormatError("The XGBoost model has no trees (was it trained for 0 rounds?).")
     weights = np.ones(n_trees)
     if name == "dart":
         # XGBoost keeps the weights in float32; a JSON file prints them in decimal
@@ -382,7 +383,7 @@ def _base_margin(base_score: list[float], link: str, n_outputs: int) -> np.ndarr
                 m = p
             out[i] = float(m)
     if not np.all(np.isfinite(out)):
-        raise ValueError(f"XGBoost base_score {base_score} gives a non-finite base margin.")
+        raise ModelFormatError(f"XGBoost base_score {base_score} gives a non-finite base margin.")
     return out
 
 
@@ -497,7 +498,7 @@ def _parse_tree(tree: dict, weight: float | None, base: float) -> tuple[Tree, St
     """The trees phase, one tree: its reachable nodes renumbered in id order, and the
     statistics recovery reads. ``weight``: DART's weight of the tree (None: not DART)."""
     if str(tree.get("tree_param", {}).get("size_leaf_vector", "1")) not in ("0", "1"):
-        raise NotImplementedError(
+        raise UnsupportedModelError(
             "XGBoost models with vector leaves (multi_strategy='multi_output_tree') are not "
             "supported; train with multi_strategy='one_output_per_tree'."
         )
@@ -630,7 +631,7 @@ def kernel_objective(
     native booster shares: softmax hessian 2 p (1 - p), Poisson hessian
     exp(F + max_delta_step), hessian floors; NotImplementedError for ranking and refit ones."""
     if name not in _CODES:
-        raise NotImplementedError(
+        raise UnsupportedModelError(
             f"Objective {name!r} has no per-row gradient here (ranking and refit objectives "
             "are supported for prediction only)."
         )

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .. import _input
+from .._errors import InputError, InputTypeError, UnsupportedModelError
 from .._format import MISSING_NAN, NUMERIC
 from .._staged import _weights
 from ..adapters import xgboost as _xgb_naming
@@ -44,7 +45,7 @@ def _n_threads(n_jobs: int | None) -> int:
         return most
     if isinstance(n_jobs, numbers.Integral) and not isinstance(n_jobs, bool) and n_jobs != 0:
         return min(int(n_jobs), most) if n_jobs > 0 else max(1, most + 1 + int(n_jobs))
-    raise ValueError(f"n_jobs must be None or a non-zero integer, got {n_jobs!r}.")
+    raise InputError(f"n_jobs must be None or a non-zero integer, got {n_jobs!r}.")
 
 
 @contextmanager
@@ -69,7 +70,7 @@ def _objective(name: str, n_outputs: int) -> Objective:
     """The objective the booster trains with (see ``_gradient_fields``)."""
     g = _gradient_fields(name, n_outputs)
     if g["grad_objective"] < 0:
-        raise NotImplementedError(g["no_gradient"])
+        raise UnsupportedModelError(g["no_gradient"])
     return Objective(name=name, code=g["grad_objective"], prm=g["grad_params"], n_outputs=n_outputs)
 
 
@@ -86,7 +87,7 @@ def _int_param(
     ):
         what = f"an integer >= {lo}" + (f" and <= {hi}" if hi is not None else "")
         what += " or None" if allow_none else ""
-        raise ValueError(f"{name} must be {what}, got {v!r}.")
+        raise InputError(f"{name} must be {what}, got {v!r}.")
     return int(v)
 
 
@@ -97,7 +98,7 @@ def _float_param(name: str, v: Any, lo: float, lo_open: bool, hi: float = np.inf
         ok = (v > lo if lo_open else v >= lo) and v <= hi
     if not ok:
         bound = f"{'>' if lo_open else '>='} {lo}" + (f" and <= {hi}" if hi < np.inf else "")
-        raise ValueError(f"{name} must be a finite number {bound}, got {v!r}.")
+        raise InputError(f"{name} must be a finite number {bound}, got {v!r}.")
     return v
 
 
@@ -108,7 +109,7 @@ def _as_matrix(X: Any) -> tuple[np.ndarray, list[str] | None]:
     if isinstance(X, pd.DataFrame):
         cats = [str(c) for c in X.columns if isinstance(X[c].dtype, pd.CategoricalDtype)]
         if cats:
-            raise TypeError(
+            raise InputTypeError(
                 f"Categorical columns are not supported by the native booster: {cats[:5]}; "
                 "encode them as numbers first."
             )
@@ -122,7 +123,7 @@ def _as_matrix(X: Any) -> tuple[np.ndarray, list[str] | None]:
         else:
             width = np.asarray(X).shape[-1] if np.ndim(X) == 2 else -1
         if width < 0:
-            raise ValueError(
+            raise InputError(
                 f"X must be 2-D (rows x features); got shape {np.shape(X)}. "
                 "Use X.reshape(-1, 1) for a single feature."
             )
@@ -130,11 +131,11 @@ def _as_matrix(X: Any) -> tuple[np.ndarray, list[str] | None]:
         arr = _input.join_blocks(blocks, width)
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if arr.shape[0] == 0:
-        raise ValueError("X has no rows.")
+        raise InputError("X has no rows.")
     if arr.shape[1] == 0:
-        raise ValueError("X has no features.")
+        raise InputError("X has no features.")
     if arr.shape[0] >= 2**31 - 1:
-        raise ValueError("The native booster handles fewer than 2**31 - 1 rows.")
+        raise InputError("The native booster handles fewer than 2**31 - 1 rows.")
     return arr, names
 
 
@@ -181,18 +182,18 @@ class _GBMBase(BaseEstimator):
     def _config(self) -> _train.Config:
         _n_threads(self.n_jobs)
         if self.split not in _SPLITS:
-            raise ValueError(f"split must be one of {_SPLITS}, got {self.split!r}.")
+            raise InputError(f"split must be one of {_SPLITS}, got {self.split!r}.")
         if self.unbiased_ratio not in _RATIOS:
-            raise ValueError(
+            raise InputError(
                 f"unbiased_ratio must be one of {_RATIOS}, got {self.unbiased_ratio!r}."
             )
         max_depth = _int_param("max_depth", self.max_depth, 1, allow_none=True)
         num_leaves = _int_param("num_leaves", self.num_leaves, 2, allow_none=True)
         if max_depth is None and num_leaves is None:
-            raise ValueError("Set max_depth or num_leaves (both None would grow without bound).")
+            raise InputError("Set max_depth or num_leaves (both None would grow without bound).")
         msg = self.min_split_gain
         if not (isinstance(msg, numbers.Real) and not isinstance(msg, bool) and np.isfinite(msg)):
-            raise ValueError(f"min_split_gain must be a finite number, got {msg!r}.")
+            raise InputError(f"min_split_gain must be a finite number, got {msg!r}.")
         return _train.Config(
             n_estimators=_int_param("n_estimators", self.n_estimators, 1),
             learning_rate=_float_param("learning_rate", self.learning_rate, 0.0, True),
@@ -220,7 +221,7 @@ class _GBMBase(BaseEstimator):
             return np.random.default_rng(rs)
         if isinstance(rs, numbers.Integral) and not isinstance(rs, bool) and rs >= 0:
             return np.random.default_rng(int(rs))
-        raise ValueError(
+        raise InputError(
             f"random_state must be None, a non-negative integer or a numpy Generator, got {rs!r}."
         )
 
@@ -275,10 +276,10 @@ class _GBMBase(BaseEstimator):
         obj = _objective(name, n_out)
         yv = obj.check_labels(yv)
         if yv.shape[0] != n:
-            raise ValueError(f"X has {n} rows but y has {yv.shape[0]}.")
+            raise InputError(f"X has {n} rows but y has {yv.shape[0]}.")
         w = _weights(sample_weight, n)
         if not w.sum() > 0:
-            raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+            raise InputError("sample_weight sums to zero: there is nothing to fit.")
         base = self._base_margin(yv, w)
         self.n_features_in_ = p
         if names is not None:
@@ -293,19 +294,19 @@ class _GBMBase(BaseEstimator):
                 and len(eval_set) == 2
                 and not isinstance(eval_set[0], tuple)
             ):
-                raise ValueError("eval_set must be a list of (X, y) pairs, e.g. [(X_val, y_val)].")
+                raise InputError("eval_set must be a list of (X, y) pairs, e.g. [(X_val, y_val)].")
             for k, pair in enumerate(eval_set):
                 if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-                    raise ValueError(f"eval_set[{k}] must be an (X, y) pair.")
+                    raise InputError(f"eval_set[{k}] must be an (X, y) pair.")
                 Xe = self._rows(pair[0], feature_names, names is not None, p)
                 ye = obj.check_labels(self._encode_y(pair[1], fitting=False))
                 if ye.shape[0] != Xe.shape[0]:
-                    raise ValueError(
+                    raise InputError(
                         f"eval_set[{k}]: X has {Xe.shape[0]} rows but y has {ye.shape[0]}."
                     )
                 evals.append((Xe, ye))
         if cfg.early_stopping_rounds is not None and not evals:
-            raise ValueError("early_stopping_rounds needs an eval_set.")
+            raise InputError("early_stopping_rounds needs an eval_set.")
         with _threads(self.n_jobs):
             res = _train.train(Xa, yv, w, obj, base, cfg, rng, evals)
         self.ensemble_ = self._ensemble(res, obj, base, cfg, feature_names, names is not None)
@@ -546,7 +547,7 @@ class GBMRegressor(RegressorMixin, _GBMBase):
         # shape, dtype and finiteness are the objective's check_labels, run next
         y = np.asarray(y)
         if y.size == 0:
-            raise ValueError("y is empty.")
+            raise InputError("y is empty.")
         return y
 
     def _base_margin(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -603,20 +604,20 @@ evals_result_
         if y.ndim == 2 and y.shape[1] == 1:
             y = y[:, 0]
         if y.ndim != 1:
-            raise ValueError(f"y must be 1-D; got shape {y.shape}.")
+            raise InputError(f"y must be 1-D; got shape {y.shape}.")
         if y.shape[0] == 0:
-            raise ValueError("y is empty.")
+            raise InputError("y is empty.")
         if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
-            raise ValueError("y contains NaN or infinite labels.")
+            raise InputError("y contains NaN or infinite labels.")
         if y.dtype.kind == "O" and any(v is None or v != v for v in y):
-            raise ValueError("y contains missing labels (None or NaN).")
+            raise InputError("y contains missing labels (None or NaN).")
         if fitting:
             try:
                 classes, codes = np.unique(y, return_inverse=True)
             except TypeError as e:
-                raise ValueError(f"Class labels must be sortable: {e}") from e
+                raise InputError(f"Class labels must be sortable: {e}") from e
             if classes.shape[0] < 2:
-                raise ValueError(f"y has {classes.shape[0]} class; a classifier needs at least 2.")
+                raise InputError(f"y has {classes.shape[0]} class; a classifier needs at least 2.")
             self.classes_ = classes
             self.n_classes_ = int(classes.shape[0])
             return codes.astype(np.float64)
@@ -624,7 +625,7 @@ evals_result_
         pos = np.clip(pos, 0, len(self.classes_) - 1)
         unknown = self.classes_[pos] != y
         if np.any(unknown):
-            raise ValueError(f"y has labels not seen in training: {np.unique(y[unknown])[:5]}.")
+            raise InputError(f"y has labels not seen in training: {np.unique(y[unknown])[:5]}.")
         return pos.astype(np.float64)
 
     def _base_margin(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -633,7 +634,7 @@ evals_result_
         if k == 2:
             p = share[1]
             if not 0.0 < p < 1.0:
-                raise ValueError("All the sample weight is on one class: nothing to classify.")
+                raise InputError("All the sample weight is on one class: nothing to classify.")
             return np.array([np.log(p / (1.0 - p))])
         return np.log(np.maximum(share, 1e-300))
 

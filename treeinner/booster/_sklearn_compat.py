@@ -9,8 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import InputError
 
-class NotFittedError(ValueError, AttributeError):
+
+class NotFittedError(InputError, AttributeError):
     """Raised when a model is used before it is fitted."""
 
 
@@ -29,7 +31,7 @@ class BaseEstimator:
         valid = set(self._param_names())
         for k, v in params.items():
             if k not in valid:
-                raise ValueError(f"Invalid parameter {k!r} for {type(self).__name__}.")
+                raise InputError(f"Invalid parameter {k!r} for {type(self).__name__}.")
             setattr(self, k, v)
         return self
 

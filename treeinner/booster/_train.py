@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from .._errors import InputError
 from ..kernels import histogram as K
 from ..objectives import Objective
 
@@ -481,7 +482,7 @@ def train(
     n_in = n if cfg.subsample >= 1.0 else max(1, int(round(cfg.subsample * n)))
     sizes = _role_sizes(n_in, cfg)
     if min(sizes) < 1:
-        raise ValueError(
+        raise InputError(
             f"Too few rows ({n_in} used per tree) to divide into the {len(sizes)} row sets of "
             "split='unbiased'."
         )

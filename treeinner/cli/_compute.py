@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from .. import _stats
 from .._api import check_alpha, n_rows
+from .._errors import InputError
 from .._methods import Method, Options, get, significance_table, total_weight
 
 MODES = ("auto", "always", "never")
@@ -40,9 +41,9 @@ def resolve_mode(mode: str | None) -> str:
     if mode is None:
         mode = os.environ.get(ENV_VAR, "").strip().lower() or "auto"
         if mode not in MODES:
-            raise ValueError(f"{ENV_VAR}={mode!r}; expected one of {', '.join(MODES)}.")
+            raise InputError(f"{ENV_VAR}={mode!r}; expected one of {', '.join(MODES)}.")
     if mode not in MODES:
-        raise ValueError(f"progress mode {mode!r}; expected one of {', '.join(MODES)}.")
+        raise InputError(f"progress mode {mode!r}; expected one of {', '.join(MODES)}.")
     return mode
 
 
@@ -182,7 +183,7 @@ def _check_chunk_rows(chunk_rows: Any) -> int | None:
     if chunk_rows is None:
         return None
     if int(chunk_rows) < 1:
-        raise ValueError(f"chunk_rows must be a positive integer; got {chunk_rows}.")
+        raise InputError(f"chunk_rows must be a positive integer; got {chunk_rows}.")
     return int(chunk_rows)
 
 
