@@ -562,7 +562,7 @@ def test_bad_data():
         reg.fit(X[:, 0], y)
     with pytest.raises(ValueError, match="non-negative"):
         reg.fit(X, y, sample_weight=-np.ones(60))
-    with pytest.raises(ValueError, match="sums to zero"):
+    with pytest.raises(ValueError, match="zero for every row"):
         reg.fit(X, y, sample_weight=np.zeros(60))
     with pytest.raises(ValueError, match="eval_set"):
         GBMRegressor(early_stopping_rounds=2).fit(X, y)

@@ -638,8 +638,8 @@ CORRUPT_ENSEMBLES = {
     "split-type": (_node("split_type", ROOT, 9), "unknown split_type"),
     "missing-type": (_node("missing_type", LEAF, -1), "unknown missing_type"),
     # values
-    "inf-leaf": (_node("value", LEAF, np.inf), "leaf value is not finite"),
-    "nan-leaf": (_node("value", LEAF, np.nan), "leaf value is not finite"),
+    "inf-leaf": (_node("value", LEAF, np.inf), "value is inf; leaf values are finite"),
+    "nan-leaf": (_node("value", LEAF, np.nan), "value is nan; leaf values are finite"),
     "nan-base-margin": (lambda e: {"base_margin": [np.nan]}, "base_margin is not finite"),
     "empty-base-margin": (lambda e: {"base_margin": []}, "base_margin is empty"),
     # per-tree arrays

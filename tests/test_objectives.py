@@ -528,27 +528,29 @@ def test_refit_objectives_keep_the_configured_learning_rate(objective):
 
 # ----------------------------------------------------------------------------- loss vs gradient
 def _objective(name, n_outputs=1, **params):
-    """get_objective of a one-leaf XGBoost TreeEnsemble with that objective."""
+    """get_objective of an XGBoost TreeEnsemble of one-leaf trees (one per output) with that
+    objective."""
+    k = n_outputs
     ens = TreeEnsemble(
-        tree_offsets=[0, 1],
-        left=[-1],
-        right=[-1],
-        feature=[-1],
-        threshold=[np.nan],
-        split_type=[0],
-        default_left=[0],
-        missing_type=[0],
-        value=[0.0],
-        cover=[1.0],
-        count=[1.0],
-        gain=[0.0],
-        leaf_id=[0],
-        cat_offsets=[0, 0],
+        tree_offsets=np.arange(k + 1),
+        left=[-1] * k,
+        right=[-1] * k,
+        feature=[-1] * k,
+        threshold=[np.nan] * k,
+        split_type=[0] * k,
+        default_left=[0] * k,
+        missing_type=[0] * k,
+        value=[0.0] * k,
+        cover=[1.0] * k,
+        count=[1.0] * k,
+        gain=[0.0] * k,
+        leaf_id=[0] * k,
+        cat_offsets=np.zeros(k + 1, dtype=np.int64),
         cat_words=np.zeros(0, dtype=np.uint32),
-        tree_group=[0],
-        tree_iteration=[0],
-        learning_rate=[1.0],
-        tree_weight=[1.0],
+        tree_group=np.arange(k),
+        tree_iteration=[0] * k,
+        learning_rate=[1.0] * k,
+        tree_weight=[1.0] * k,
         base_margin=np.zeros(n_outputs),
         feature_names=("x",),
         objective=name,

@@ -170,7 +170,10 @@ def _single_tree(nodes, p, base=0.0, offsets=None) -> TreeEnsemble:
 
 def _random_tree(rng, p, depth):
     """A random tree of at most ``depth`` levels over ``p`` features (features repeat on
-    paths), with arbitrary covers: some zero, not always the sum of the children's."""
+    paths), with arbitrary covers: some leaves' zero, a split's at least its heavier child's
+    but not always the sum of the children's (the ensemble refuses a child outweighing its
+    parent, and a split weighing 0 above weighted children, where XGBoost's TreeSHAP gives
+    NaN)."""
     nodes = []
 
     def grow(d):
@@ -184,6 +187,8 @@ def _random_tree(rng, p, depth):
         thr = float(np.float32(rng.normal() * 0.8))
         a = grow(d + 1)
         b = grow(d + 1)
+        heavier = max(nodes[a][5], nodes[b][5])
+        cover = heavier + (cover or float(rng.uniform(0.1, 5.0)))
         nodes[i] = (feat, thr, a, b, 0.0, cover, int(rng.integers(0, 2)))
         return i
 
@@ -341,7 +346,7 @@ def test_quadrature_needs_its_points():
     nodes = []
     for i in range(2 ** (depth + 1) - 1):
         level = int(np.log2(i + 1))
-        cover = float(rng.uniform(0.5, 3.0))
+        cover = float(rng.uniform(0.5, 3.0)) * 8.0 ** (depth - level)  # <= the parent's
         if level == depth:
             nodes.append((-1, np.nan, -1, -1, float(rng.normal()), cover, 1))
         else:
@@ -456,7 +461,7 @@ def test_tree_inner_shap_refuses_reference():
 def test_no_covers_raises():
     booster, X = _fit("reg:squarederror", 3, seed=0)
     ens = quiet_ensemble(booster)
-    bad = ens.replace(cover=np.where(ens.left >= 0, np.nan, ens.cover))
+    bad = ens.replace(cover=np.full(ens.n_nodes, np.nan))
     with pytest.raises(ValueError, match="stores no covers"):
         tree_shap(bad, X)
 

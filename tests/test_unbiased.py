@@ -425,11 +425,11 @@ def test_importance_has_unbiased_gain():
 
 
 def test_empty_held_out_set():
+    """No rows to estimate from is refused (as the CLI does), not an all-zero score."""
     b, _, _, X, y = _model("binary:logistic", seed=24)
-    s = treeinner.unbiased_gain(b, X[:0], y[:0], random_state=0)
-    assert (s == 0).all()
-    df = treeinner.unbiased_gain(b, X[:0], y[:0], random_state=0, per_split=True)
-    assert (df["n_node"] == 0).all() and (df["unbiased_gain"] == 0).all()
+    for per_split in (False, True):
+        with pytest.raises(treeinner.InputError, match="X has no rows"):
+            treeinner.unbiased_gain(b, X[:0], y[:0], random_state=0, per_split=per_split)
 
 
 def test_dart_warns_unless_trained_sums():

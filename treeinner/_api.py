@@ -65,6 +65,11 @@ def public(fn: F) -> F:
         for old in kwargs:
             if old in RENAMED and old not in sig.parameters:
                 raise InputTypeError(f"{name}() no longer takes {old}=; use {RENAMED[old]}.")
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as e:  # an unknown keyword, a missing argument
+            takes = ", ".join(p for p in sig.parameters if p != "self")
+            raise InputTypeError(f"{e}; {name}() takes {takes}.") from None
         with _calls.entered(name, fn):
             return fn(*args, **kwargs)
 
@@ -88,17 +93,104 @@ def check_attribution(attribution: Any, allowed: Sequence[str] = ATTRIBUTIONS) -
     return check_choice("attribution", attribution, allowed)
 
 
-# ------------------------------------------------------------------------------ random states
+# ------------------------------------------------------------------------------ arguments
+class ParameterError(InputError, InputTypeError):
+    """An argument of the wrong type for a count, a level or a flag: both a ``ValueError``
+    and a ``TypeError`` (as scikit-learn's ``InvalidParameterError``), so callers catching
+    either see it."""
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+
+
+def check_count(name: str, value: Any, minimum: int = 1, *, optional: bool = False) -> Any:
+    """``value`` as an int, checked to be an integer (not a bool, not a float) of at least
+    ``minimum``: every count argument (``n_repeats``, ``n_draws``, ``top_k``, ``cv``, ...).
+    With ``optional``, None is allowed (and returned).
+
+    Raises
+    ------
+    ParameterError
+        For a value that is not an integer (a ``ValueError`` and a ``TypeError``).
+    InputError
+        For an integer below ``minimum``.
+    """
+    if optional and value is None:
+        return None
+    what = f"{name} must be {'None or ' if optional else ''}an integer >= {minimum}"
+    if not _is_integer(value):
+        raise ParameterError(f"{what}, got {value!r}.")
+    if value < minimum:
+        raise InputError(f"{what}, got {value!r}.")
+    return int(value)
+
+
+def check_fraction(name: str, value: Any, upper: float = 1.0) -> float:
+    """``value`` as a float strictly between 0 and ``upper``: every level and fraction
+    argument (``alpha``, ``validation_fraction``)."""
+    if not _is_real(value):
+        raise ParameterError(
+            f"{name} must be a number strictly between 0 and {upper:g}, got {value!r}."
+        )
+    if not 0.0 < float(value) < upper:  # NaN fails too
+        raise InputError(
+            f"{name} must be a number strictly between 0 and {upper:g}, got {value!r}."
+        )
+    return float(value)
+
+
+def check_real(name: str, value: Any) -> float:
+    """``value`` as a float: a real number, not NaN (infinities allowed: thresholds)."""
+    if not _is_real(value):
+        raise ParameterError(f"{name} must be a real number (not NaN), got {value!r}.")
+    if np.isnan(float(value)):
+        raise InputError(f"{name} must be a real number (not NaN), got {value!r}.")
+    return float(value)
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """``value`` as a bool: True or False only (not a string, not a number)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ParameterError(f"{name} must be True or False, got {value!r}.")
+    return bool(value)
+
+
+def check_names(name: str, value: Any) -> Any:
+    """``value`` if it is a name or an iterable of names (their spelling is checked where
+    they are looked up)."""
+    if not isinstance(value, str):
+        try:
+            iter(value)
+        except TypeError:
+            raise ParameterError(
+                f"{name} must be a name or a list of names, got {value!r}."
+            ) from None
+    return value
+
+
 def check_alpha(alpha: Any, upper: float = 1.0) -> float:
     """``alpha`` (an error rate: of intervals, tests, selection rules) as a float strictly
     between 0 and ``upper``."""
-    if (
-        isinstance(alpha, (bool, np.bool_))
-        or not isinstance(alpha, (int, float, np.integer, np.floating))
-        or not 0.0 < float(alpha) < upper
-    ):
-        raise InputError(f"alpha must be a number strictly between 0 and {upper:g}, got {alpha!r}.")
-    return float(alpha)
+    return check_fraction("alpha", alpha, upper)
+
+
+def check_rows(X: Any, name: str = "X") -> int:
+    """The number of rows of ``X``; an InputError when it has none (a score over no rows
+    would be 0 for every feature, which no data supports)."""
+    n = n_rows(X, name)
+    if n == 0:
+        raise InputError(f"{name} has no rows; scores need at least one.")
+    return n
+
+
+# ------------------------------------------------------------------------------ random states
 
 
 def _check_random_state(random_state: Any) -> Any:
@@ -142,10 +234,17 @@ def child_generator(random_state: Any) -> np.random.Generator:
 
 
 # ------------------------------------------------------------------------------ results
-def n_rows(X: Any) -> int:
-    """Number of rows of an array, DataFrame, sparse matrix or sequence."""
+def n_rows(X: Any, name: str = "X") -> int:
+    """Number of rows of an array, DataFrame, sparse matrix or sequence (``name`` is the
+    argument's name in the error for anything else)."""
     shape = getattr(X, "shape", None)
-    return int(shape[0]) if shape is not None else len(X)
+    if isinstance(shape, tuple) and len(shape) >= 1:
+        return int(shape[0])
+    if shape is not None or X is None or isinstance(X, (str, bytes)) or not hasattr(X, "__len__"):
+        raise InputTypeError(
+            f"{name} must be a 2-D array, DataFrame or sparse matrix, got {type(X).__name__}."
+        )
+    return len(X)
 
 
 def per_output(

@@ -10,7 +10,6 @@ import pandas as pd
 
 from . import _api, _input
 from ._api import public
-from ._errors import InputError, InputTypeError
 from ._staged import _weights
 from .adapters import from_model
 from .attribution import data_sums
@@ -91,16 +90,13 @@ def permutation_scores(
 
     Models that route rows through their booster (an ``input_map``: CatBoost's categorical
     splits) get the columns of the raw X permuted, each then routed again."""
-    if isinstance(n_repeats, bool) or not isinstance(n_repeats, (int, np.integer)):
-        raise InputTypeError(f"n_repeats must be an int, got {type(n_repeats).__name__}.")
-    if n_repeats < 1:
-        raise InputError(f"n_repeats must be at least 1, got {n_repeats}.")
+    n_repeats = _api.check_count("n_repeats", n_repeats)
     if ens.input_map is not None:
         return _raw_permutation_scores(ens, X, y, sample_weight, n_repeats, random_state)
     obj = get_objective(ens)
     n, blocks = ens._blocks(X)
     Xd = _input.join_blocks(blocks, ens.n_features)
-    yv = obj.check_labels(y)
+    yv = obj.check_labels(y, n)
     w = None if sample_weight is None else _weights(sample_weight, n)
     base = obj.loss(yv, ens.predict_margin(Xd), w)
     rng = _api.generator(random_state)
@@ -124,10 +120,8 @@ def _raw_permutation_scores(
     obj = get_objective(ens)
     names = list(ens.output_names)
     X = _input.to_pandas(X)  # polars, pyarrow: matched by name too
-    yv = obj.check_labels(y)
     n = _api.n_rows(X)
-    if yv.shape[0] != n:
-        raise InputError(f"X has {n} rows but y has {yv.shape[0]}.")
+    yv = obj.check_labels(y, n)
     w = None if sample_weight is None else _weights(sample_weight, n)
     base = obj.loss(yv, ens.predict_margin(X), w)
     used = np.zeros((ens.n_features, 1))

@@ -152,6 +152,7 @@ def tree_inner_splits(
 
 def _result(sums, model, X, y, attribution, sample_weight, reference):
     """A public TreeInner/ForestInner result: ``sums`` of the model's node values, per output."""
+    _api.check_rows(X)
     ens = from_model(model)
     values = inner_values(ens, attribution, reference)
     name = sums.__name__.removesuffix("_sums")
@@ -216,9 +217,10 @@ def tree_inner(
         (one-sided, for "the split's contribution is <= 0": no better than useless on new
         data) and ``n_node`` (rows of X reaching the node).
     """
-    if not per_split:
+    if not _api.check_flag("per_split", per_split):
         return _result(tree_inner_sums, model, X, y, attribution, sample_weight, reference)
     _api.check_attribution(attribution)
+    _api.check_rows(X)
     if attribution == "shap":
         raise InputError(
             "per_split=True needs a path attribution ('predecomp' or 'saabas'): TreeSHAP has "

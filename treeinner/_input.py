@@ -193,12 +193,78 @@ def _hint(bad: list[str], stored: bool) -> str:
     )
 
 
+def _numeric_features(
+    n: int, categories: dict[int, list] | None, numeric: np.ndarray | None
+) -> np.ndarray:
+    """Which features the model reads as numbers: ``numeric`` where given, else, for a
+    model that stores the categories of its categorical features, every other feature (a
+    model that stores none may read any feature as codes)."""
+    if numeric is not None:
+        return np.asarray(numeric, dtype=bool)
+    out = np.zeros(n, dtype=bool)
+    if categories is not None:
+        out[:] = True
+        out[[k for k in categories if 0 <= k < n]] = False
+    return out
+
+
+def _convert(s: Any, dtype: Any, trained: list | None, name: str) -> np.ndarray:
+    """One numeric, boolean or categorical column as float64, any failure of the dataframe
+    library reported as an InputTypeError naming the column."""
+    try:
+        if dtype.is_numeric() or isinstance(dtype, nw.Boolean):
+            return numeric_column(s)
+        return _codes(s, trained, name)
+    except (TypeError, ValueError, ArithmeticError, NotImplementedError) as e:
+        raise InputTypeError(
+            f"Column {name!r} ({dtype}) could not be read as numbers or categories: "
+            f"{' '.join(str(e).split())[:200]}"
+        ) from e
+
+
+def _categorical_numeric(names: list[str]) -> InputError:
+    shown = ", ".join(repr(c) for c in names[:10]) + (" ..." if len(names) > 10 else "")
+    many = len(names) > 1
+    return InputError(
+        f"Column{'s' if many else ''} {shown} {'are' if many else 'is'} categorical, but the "
+        f"model reads {'these features' if many else 'this feature'} as numbers (no "
+        "categorical split reads it): category codes are not the values. Pass the numbers "
+        f"the model was trained on (e.g. X[{names[0]!r}].astype(float) for numeric "
+        "categories)."
+    )
+
+
+def _column_order(cols: list[str], feature_names: Sequence[str], named: bool) -> list[int]:
+    """The position among ``cols`` of every model feature: by name when ``named``, else by
+    position (then the counts must agree)."""
+    if not named:
+        if len(cols) != len(feature_names):
+            raise InputError(
+                f"X has {len(cols)} features, but the model was trained with "
+                f"{len(feature_names)} features."
+            )
+        return list(range(len(cols)))
+    missing = [f for f in feature_names if f not in set(cols)]
+    extra = [c for c in cols if c not in set(feature_names)]
+    if missing or extra:
+        msg = "DataFrame columns do not match the model's features."
+        if missing:
+            msg += f" Missing: {missing[:10]}{' ...' if len(missing) > 10 else ''}."
+        if extra:
+            msg += f" Not in the model: {extra[:10]}{' ...' if len(extra) > 10 else ''}."
+        raise InputError(msg)
+    if len(set(cols)) != len(cols):
+        raise InputError("DataFrame has duplicate column names.")
+    return [cols.index(f) for f in feature_names]
+
+
 def frame_to_array(
     X: Any,
     feature_names: Sequence[str],
     named: bool,
     categories: dict[int, list] | None,
     used: np.ndarray | None = None,
+    numeric: np.ndarray | None = None,
 ) -> np.ndarray:
     """Reorder a dataframe's columns to the model's features and convert to float64.
 
@@ -214,6 +280,11 @@ def frame_to_array(
     used : ndarray of bool, optional
         Which features a split reads; a column of an unused feature is not converted (NaN),
         whatever its type. By default every feature counts as used.
+    numeric : ndarray of bool, optional
+        Which features the model reads as numbers (a numeric split and no categorical split
+        reads them): a categorical column of such a feature is refused (its codes are not its
+        values; XGBoost refuses it too). By default, for a model with ``categories``, the
+        features without categories.
 
     Returns
     -------
@@ -224,38 +295,22 @@ def frame_to_array(
         raise InputTypeError(f"X is not a dataframe: {type(X).__name__}.")
     native = list(frame.columns)
     cols = [str(c) for c in native]
-    if named:
-        missing = [f for f in feature_names if f not in set(cols)]
-        extra = [c for c in cols if c not in set(feature_names)]
-        if missing or extra:
-            msg = "DataFrame columns do not match the model's features."
-            if missing:
-                msg += f" Missing: {missing[:10]}{' ...' if len(missing) > 10 else ''}."
-            if extra:
-                msg += f" Not in the model: {extra[:10]}{' ...' if len(extra) > 10 else ''}."
-            raise InputError(msg)
-        if len(set(cols)) != len(cols):
-            raise InputError("DataFrame has duplicate column names.")
-        order = [cols.index(f) for f in feature_names]
-    else:
-        if len(cols) != len(feature_names):
-            raise InputError(
-                f"X has {len(cols)} features, but the model was trained with "
-                f"{len(feature_names)} features."
-            )
-        order = list(range(len(cols)))
+    order = _column_order(cols, feature_names, named)
     out = np.empty((len(frame), len(order)), dtype=np.float64)
-    bad = []
+    as_numbers = _numeric_features(len(order), categories, numeric)
+    bad, coded = [], []
     for j, k in enumerate(order):
         s = frame.get_column(native[k])
         dtype = s.dtype
         trained = None if categories is None else categories.get(j)
         if dtype.is_numeric() or isinstance(dtype, nw.Boolean):
-            out[:, j] = numeric_column(s)
+            out[:, j] = _convert(s, dtype, None, cols[k])
         elif used is not None and not used[j]:
             out[:, j] = np.nan  # a feature no split reads: its values are never looked at
+        elif _is_categorical(dtype) and trained is None and as_numbers[j]:
+            coded.append(cols[k])
         elif _is_text(dtype) and (trained is not None or _is_categorical(dtype)):
-            out[:, j] = _codes(s, trained, cols[k])
+            out[:, j] = _convert(s, dtype, trained, cols[k])
         else:
             bad.append(f"{cols[k]!r} ({dtype})")
     if bad:
@@ -263,6 +318,8 @@ def frame_to_array(
             "Columns must be numeric, boolean, categorical, or strings of a categorical "
             f"feature; got {', '.join(bad)}. {_hint(bad, bool(categories))}"
         )
+    if coded:
+        raise _categorical_numeric(coded)
     _ORDERED[id(out)] = out
     return out
 
@@ -274,6 +331,7 @@ def as_rows(
     named: bool,
     categories: dict[int, list] | None = None,
     used: np.ndarray | None = None,
+    numeric: np.ndarray | None = None,
 ) -> tuple[int, Iterator[tuple[int, np.ndarray]]]:
     """Validate X and return ``(n_rows, blocks)``.
 
@@ -284,7 +342,7 @@ def as_rows(
     which is converted in blocks of rows of at most ``BLOCK_ELEMENTS`` values (the conversion
     is exact); scipy sparse inputs in chunks with absent entries as NaN (missing). Input
     without column names given to a model with feature names (``named``) gets a
-    ``FeatureNamesWarning``.
+    ``FeatureNamesWarning``. ``used`` and ``numeric``: as for ``frame_to_array``.
     """
     if _is_sparse(X):
         csr = X.tocsr()
@@ -298,7 +356,7 @@ def as_rows(
         return csr.shape[0], _sparse_blocks(csr)
     frame = as_frame(X)
     if frame is not None:
-        arr = frame_to_array(frame, feature_names, named, categories, used)
+        arr = frame_to_array(frame, feature_names, named, categories, used, numeric)
         return arr.shape[0], iter([(0, arr)])
     if _is_series(X):
         lib = type(X).__module__.split(".")[0]

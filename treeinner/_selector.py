@@ -3,14 +3,13 @@ uses, judged on held-out rows."""
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ._errors import InputError
+from ._errors import InputError, InputTypeError, TreeinnerError
 
 try:
     from sklearn.base import BaseEstimator, MetaEstimatorMixin, is_classifier
@@ -28,9 +27,10 @@ except ImportError as e:  # pragma: no cover - exercised only without scikit-lea
         "(or pip install 'treeinner[test]')."
     ) from e
 
-from . import _crossfit, objectives
+from . import _api, _crossfit, objectives
 from ._api import public
 from ._methods import get, significance_table
+from ._staged import _weights
 from .selection import (
     _check_alpha,
     _check_rule,
@@ -242,26 +242,27 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         rule, threshold = _check_rule(self.rule, self.threshold, get(column))
         alpha = _check_alpha(self.alpha, rule)
         top_k = _check_top_k(self.top_k)
-        mr = self.max_rounds
-        if not isinstance(mr, numbers.Integral) or isinstance(mr, bool) or mr < 1:
-            raise InputError(f"max_rounds must be an integer >= 1, got {mr!r}.")
+        max_rounds = _api.check_count("max_rounds", self.max_rounds)
         if self.cv is None:
-            vf = self.validation_fraction
-            if (
-                not isinstance(vf, numbers.Real)
-                or isinstance(vf, bool)
-                or not 0.0 < float(vf) < 1.0
-            ):
-                raise InputError(
-                    f"validation_fraction must be a number strictly between 0 and 1, got {vf!r}."
-                )
+            _api.check_fraction("validation_fraction", self.validation_fraction)
         else:
             _crossfit.check_cv(self.cv)
-        if not isinstance(self.refit, (bool, np.bool_)):
-            raise InputError(f"refit must be True or False, got {self.refit!r}.")
-        return column, rule, threshold, alpha, top_k, int(mr)
+        _api.check_flag("refit", self.refit)
+        return column, rule, threshold, alpha, top_k, max_rounds
 
     def _validate(self, X: Any, y: Any) -> tuple[Any, Any]:
+        """``_checked_data`` with scikit-learn's own errors as treeinner's (same messages:
+        an ``InputError`` is a ``ValueError``, an ``InputTypeError`` a ``TypeError``)."""
+        try:
+            return self._checked_data(X, y)
+        except TreeinnerError:
+            raise
+        except ValueError as e:
+            raise InputError(str(e)) from e
+        except TypeError as e:
+            raise InputTypeError(str(e)) from e
+
+    def _checked_data(self, X: Any, y: Any) -> tuple[Any, Any]:
         y_in = y
         if y is None:
             raise InputError(
@@ -335,15 +336,7 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         column, rule, threshold, alpha, top_k, max_rounds = self._check_params()
         X, y = self._validate(X, y)
         n, p = X.shape[0], self.n_features_in_
-        sw = None
-        if sample_weight is not None:
-            sw = np.asarray(sample_weight, dtype=np.float64)
-            if sw.ndim != 1 or sw.shape[0] != n:
-                raise InputError(
-                    f"sample_weight must have shape ({n},) like X's rows, got {sw.shape}."
-                )
-            if not np.all(np.isfinite(sw)):
-                raise InputError("sample_weight contains NaN or infinite values.")
+        sw = None if sample_weight is None else _weights(sample_weight, n)
         names = getattr(self, "feature_names_in_", None)
         if names is None:
             names = np.array([f"x{j}" for j in range(p)], dtype=object)

@@ -13,6 +13,7 @@ from . import _api, _crossfit, _stats, objectives
 from ._api import public
 from ._errors import InputError, InputTypeError
 from ._methods import Method, Options, get, resolve, significance_table
+from ._staged import _weights
 from .adapters import from_model
 from .ensemble import TreeEnsemble
 
@@ -127,7 +128,10 @@ def significance(
     >>> pooled = treeinner.significance(xgb.XGBRegressor(), X, y, cv=5)  # doctest: +SKIP
     """
     alpha = _api.check_alpha(alpha)
-    chosen = [get(name) for name in resolve(methods, attribution)]
+    _api._check_random_state(random_state)  # checked even where no method draws
+    chosen = [get(name) for name in resolve(_api.check_names("methods", methods), attribution)]
+    if cv is not None or any(m.uses_data for m in chosen):
+        _api.check_rows(X)
     if y is None and any(m.needs_y for m in chosen):
         raise InputError(
             f"y is None, but {[m.name for m in chosen if m.needs_y]} need the labels of X."
@@ -185,11 +189,7 @@ def _crossfit_estimates(
     n = _api.n_rows(X)
     if yv.ndim != 1 or yv.shape[0] != n:
         raise InputError(f"y must have shape ({n},) like X's rows, got {yv.shape}.")
-    sw = None
-    if sample_weight is not None:
-        sw = np.asarray(sample_weight, dtype=np.float64)
-        if sw.shape != (n,):
-            raise InputError(f"sample_weight must have shape ({n},) like X's rows, got {sw.shape}.")
+    sw = None if sample_weight is None else _weights(sample_weight, n)
     rs = _api._check_random_state(random_state)
     if isinstance(rs, np.random.Generator):
         seed = int(rs.integers(0, 2**31 - 1))

@@ -7,7 +7,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from ._errors import InputError
+from ._errors import InputError, InputTypeError
 from ._stats import Moments
 from .ensemble import TreeEnsemble
 from .kernels import attribution as K
@@ -17,13 +17,24 @@ from .objectives import Objective, get_objective
 
 
 def _weights(sample_weight: Any, n: int) -> np.ndarray:
+    """The row weights as a writable float64 array of shape (n,), checked: numbers, finite,
+    non-negative, not all 0 (where there are rows); all 1 for None."""
     if sample_weight is None:
         return np.ones(n)
-    w = np.array(sample_weight, dtype=np.float64)  # a copy: writable, one kernel signature
+    try:  # a copy: writable, one kernel signature
+        w = np.array(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise InputTypeError(f"sample_weight must be an array of {n} numbers: {e}") from None
+    if w.ndim == 0:
+        raise InputTypeError(
+            f"sample_weight must be an array of {n} numbers, got {type(sample_weight).__name__}."
+        )
     if w.shape != (n,):
-        raise InputError(f"sample_weight has shape {w.shape}; expected ({n},).")
+        raise InputError(f"sample_weight must have shape ({n},) like X's rows, got {w.shape}.")
     if not np.all(np.isfinite(w)) or np.any(w < 0):
         raise InputError("sample_weight must be finite and non-negative.")
+    if n and not np.any(w > 0):
+        raise InputError("sample_weight is zero for every row: no row counts.")
     return w
 
 
@@ -45,9 +56,7 @@ def _inputs(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any):
     chunks (one per thread) of a staged pass."""
     obj = get_objective(ens)
     n, blocks = ens._blocks(X)
-    yv = obj.check_labels(y)
-    if yv.shape[0] != n:
-        raise InputError(f"X has {n} rows but y has {yv.shape[0]}.")
+    yv = obj.check_labels(y, n)
     w = _weights(sample_weight, n)
     n_chunks = max(1, min(numba.get_num_threads(), (n + 255) // 256))
     return obj, n, blocks, yv, w, n_chunks

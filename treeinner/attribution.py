@@ -122,9 +122,7 @@ def _output_index(output: Any, n_outputs: int) -> int:
 
 def _positive_int(name: str, v: Any) -> int:
     """``v`` as an int, checked to be a positive integer (the argument ``name``)."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise InputError(f"{name} must be a positive integer, got {v!r}.")
-    return int(v)
+    return _api.check_count(name, v)
 
 
 @dataclass(frozen=True)
@@ -167,7 +165,9 @@ class Attribution:
                 raise InputError(
                     f"This attribution has {v.shape[2]} outputs; pass output= to pick one."
                 )
-            v = v[:, :, output]
+            v = v[:, :, _output_index(output, v.shape[2])]
+        elif output is not None:
+            _output_index(output, 1)
         return pd.DataFrame(v, columns=list(self.feature_names), index=self.index)
 
     @public
@@ -326,6 +326,7 @@ def _reference(reference: Any) -> tuple[Any, Any, Any]:
             f"{type(reference).__name__}"
             f"{f' of length {len(reference)}' if isinstance(reference, (tuple, list)) else ''}."
         )
+    _api.check_rows(reference[0], "reference's X_train")
     return reference[0], reference[1], reference[2] if len(reference) == 3 else None
 
 

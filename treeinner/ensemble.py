@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import lzma
 import os
 import zipfile
 import zlib
@@ -75,6 +76,66 @@ _LINEAR_ARRAYS = {  # LinearLeaves fields, saved as linear_<name>
 }
 
 
+_NO_DEFAULT_GRADIENT = (
+    "This ensemble has {n} outputs and was built without a grad_objective (the default, "
+    "squared error, has one output); build it with its objective's grad_objective for the "
+    "methods that need gradients."
+)
+#: Leaf values and base margins beyond float32's range are corruption (no booster writes
+#: them; margins and attributions of such values lose every digit).
+MAX_VALUE = float(np.finfo(np.float32).max)
+#: Node weights (hessian sums, row counts) beyond this are corruption.
+MAX_WEIGHT = 1e200
+_STR_FIELDS = ("objective", "decision_rule", "source", "source_version", "no_gradient")
+_BOOL_FIELDS = ("named", "float32_sum", "reverse_levels", "l2_scaled_by_mean_weight")
+
+
+def _owned_array(name: str, value: Any, dtype: Any) -> np.ndarray:
+    """``value`` as an owned, read-only, 1-D array of ``dtype``; a ModelFormatError naming
+    ``name`` for anything else (other dimensions, non-numbers, non-integers or values outside
+    an integer dtype)."""
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError) as e:
+        raise ModelFormatError(f"Corrupt ensemble: {name} is not an array ({e}).") from e
+    if raw.ndim != 1:
+        raise ModelFormatError(f"TreeEnsemble.{name} must be 1-D, got shape {raw.shape}.")
+    if raw.size and raw.dtype.kind not in "biuf":
+        raise ModelFormatError(
+            f"Corrupt ensemble: {name} must be an array of numbers, got dtype {raw.dtype}."
+        )
+    if np.dtype(dtype).kind in "iu" and raw.size:
+        if raw.dtype.kind == "f" and not np.all(np.isfinite(raw) & (raw == np.round(raw))):
+            raise ModelFormatError(f"Corrupt ensemble: {name} must hold integers.")
+        info = np.iinfo(dtype)
+        if raw.min() < info.min or raw.max() > info.max:
+            raise ModelFormatError(f"Corrupt ensemble: {name} has values outside {dtype}.")
+    arr = np.array(raw, dtype=dtype, copy=True, order="C")  # owned, then frozen
+    arr.setflags(write=False)
+    return arr
+
+
+def _str_tuple(name: str, value: Any, numbers: bool) -> tuple[str, ...]:
+    """``value`` (a list or tuple of str; with ``numbers``, numbers too, as column labels) as a
+    tuple of str."""
+    ok = (str, int, float, np.number) if numbers else (str,)
+    if not isinstance(value, (list, tuple, np.ndarray)) or not all(
+        isinstance(v, ok) and not isinstance(v, (bool, np.bool_)) for v in value
+    ):
+        kind = "str (or number)" if numbers else "str"
+        raise ModelFormatError(f"{name} must be a list of {kind}, got {value!r}.")
+    return tuple(str(v) for v in value)
+
+
+def _feature_index(key: Any) -> int | None:
+    """A category key as a feature index (an int, or its decimal str as JSON stores it)."""
+    if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+        return int(key)
+    if isinstance(key, str) and key.strip().lstrip("-").isdigit():
+        return int(key)
+    return None
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class TreeEnsemble:
     """All trees of a boosted model as flat arrays, validated once when built.
@@ -104,12 +165,16 @@ class TreeEnsemble:
     value : ndarray of float64
         Leaf output as added to the margin (shrinkage and tree weights applied); 0 at inner nodes.
     cover : ndarray of float64
-        Training hessian sum of each node (NaN where the booster does not store it).
+        Training hessian sum of each node (NaN where the booster does not store it): finite
+        and >= 0, or NaN for all nodes of a tree; 0 at an inner node only inside an empty
+        subtree (its children weigh 0 too; never at a root).
     count : ndarray of float64
-        Training row count of each node (NaN where unknown). CatBoost stores sample-weight
-        sums, which are the counts when training had no sample weights.
+        Training row count of each node (NaN where unknown), under the same rules as
+        ``cover``. CatBoost stores sample-weight sums, which are the counts when training had
+        no sample weights.
     gain : ndarray of float64
-        Split gain as stored by the booster, 0 at leaves.
+        Split gain as stored by the booster (finite, negative allowed), 0 at leaves; NaN at
+        every inner node of a booster that stores none (CatBoost).
     leaf_id : ndarray of int32
         The booster's own number for each leaf (what its leaf-index prediction returns).
     cat_offsets : ndarray of int64, shape (n_nodes + 1,)
@@ -123,9 +188,10 @@ class TreeEnsemble:
     learning_rate : ndarray of float64
         Shrinkage applied to each tree.
     tree_weight : ndarray of float64
-        Extra per-tree weight already folded into ``value`` (DART), 1 otherwise.
+        Extra per-tree weight already folded into ``value`` (DART; finite, >= 0), 1 otherwise.
     base_margin : ndarray of float64, shape (n_outputs,)
-        Intercept of each output in margin space.
+        Intercept of each output in margin space; one output for a single-output
+        ``grad_objective``, at least 2 for softmax and one-vs-all.
     feature_names : tuple of str
         Names of the features (generated ``f0, f1, ...`` when the model has none).
     named : bool
@@ -143,7 +209,8 @@ class TreeEnsemble:
     source, source_version : str
         The booster and version the model came from.
     categories : dict
-        Training category values per feature index, for coding pandas categorical columns.
+        Training category values per feature index, for coding pandas categorical columns:
+        a list of distinct strings or numbers per feature.
     params : dict
         Training hyperparameters read from the model, for information: nothing reads them to
         steer a computation (the booster conventions below do that).
@@ -156,12 +223,17 @@ class TreeEnsemble:
         LightGBM, CatBoost).
     reverse_levels : bool
         Whether TreeSHAP walks every oblivious tree's levels last split first (CatBoost's
-        ``ShapValues`` on SymmetricTree models); prediction does not depend on it.
-    grad_objective : int
+        ``ShapValues`` on SymmetricTree models); prediction does not depend on it. True claims
+        that every tree is oblivious (complete, in level order, one split per level), which is
+        checked.
+    grad_objective : int, optional
         The kernel objective whose per-row gradient and hessian TreeInner, ForestInner, the
         unbiased gain and node values from data use (a code of ``treeinner._format``:
         ``SQUARED`` ... ``OVA``), or -1 when the objective has no gradient here.
-        ``objective`` is only the booster's name for it.
+        ``objective`` is only the booster's name for it. A single-output objective needs
+        exactly one output (``base_margin``), softmax and one-vs-all at least two. By default
+        ``SQUARED`` for an ensemble of one output and -1 (with a ``no_gradient`` saying so)
+        for more, as squared error has one output.
     grad_params : ndarray of float64, shape (N_PARAMS,)
         The kernel objective's parameters in the booster's conventions (hessian scale,
         Poisson max_delta_step, tweedie power, huber slope, positive weight, hessian floor,
@@ -221,7 +293,7 @@ class TreeEnsemble:
     inexact: tuple[str, ...] = ()
     node_weight: str = "cover"
     reverse_levels: bool = False
-    grad_objective: int = SQUARED
+    grad_objective: int | None = None
     grad_params: np.ndarray = field(default_factory=default_grad_params)
     no_gradient: str = ""
     l2_scaled_by_mean_weight: bool = False
@@ -232,26 +304,13 @@ class TreeEnsemble:
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         for name, dtype in {**_NODE_ARRAYS, **_TREE_ARRAYS, **_OTHER_ARRAYS}.items():
-            raw = np.asarray(getattr(self, name))
-            if raw.ndim != 1:
-                raise ModelFormatError(f"TreeEnsemble.{name} must be 1-D, got shape {raw.shape}.")
-            if np.dtype(dtype).kind in "iu" and raw.size:
-                if raw.dtype.kind not in "biuf" or (
-                    raw.dtype.kind == "f" and not np.all(np.isfinite(raw) & (raw == np.round(raw)))
-                ):
-                    raise ModelFormatError(f"Corrupt ensemble: {name} must hold integers.")
-                info = np.iinfo(dtype)
-                if raw.min() < info.min or raw.max() > info.max:
-                    raise ModelFormatError(f"Corrupt ensemble: {name} has values outside {dtype}.")
-            arr = np.array(raw, dtype=dtype, copy=True, order="C")  # owned, then frozen
-            arr.setflags(write=False)
-            set_(self, name, arr)
-        set_(self, "feature_names", tuple(str(f) for f in self.feature_names))
-        set_(self, "categories", {int(k): list(v) for k, v in dict(self.categories).items()})
-        set_(self, "inexact", tuple(self.inexact))
-        set_(self, "reg_lambda", float(self.reg_lambda))
+            set_(self, name, _owned_array(name, getattr(self, name), dtype))
+        self._check_metadata()
         self._validate()
+        self._validate_node_stats()
         self._validate_conventions()
+        if self.reverse_levels:
+            self._check_oblivious_claim()
         set_(self, "_linear", self._make_linear())
         set_(self, "_bound", self._make_bound())
         self._bound.setflags(write=False)
@@ -262,6 +321,218 @@ class TreeEnsemble:
         np.maximum.at(out, self._node_tree, self.leaf_id)
         return out
 
+    # ------------------------------------------------------------------ validation
+    def _check_metadata(self) -> None:
+        """Check the types of the metadata fields and normalise them (plain bools, tuples,
+        float ``reg_lambda``, int category keys)."""
+        set_ = object.__setattr__
+        for name in _STR_FIELDS:
+            v = getattr(self, name)
+            if not isinstance(v, str):
+                raise ModelFormatError(f"{name} must be a str, got {type(v).__name__} {v!r}.")
+        for name in _BOOL_FIELDS:
+            v = getattr(self, name)
+            if not isinstance(v, (bool, np.bool_)):
+                raise ModelFormatError(f"{name} must be True or False, got {v!r}.")
+            set_(self, name, bool(v))
+        for name in ("objective_params", "params"):
+            v = getattr(self, name)
+            if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
+                raise ModelFormatError(f"{name} must be a dict with str keys, got {v!r}.")
+        lam = self.reg_lambda
+        if isinstance(lam, (bool, np.bool_)) or not isinstance(lam, (int, float, np.number)):
+            raise ModelFormatError(f"reg_lambda must be a number, got {lam!r}.")
+        set_(self, "reg_lambda", float(lam))
+        for name in ("feature_names", "inexact"):
+            set_(self, name, _str_tuple(name, getattr(self, name), name == "feature_names"))
+        set_(self, "categories", self._checked_categories())
+
+    def _checked_categories(self) -> dict[int, list]:
+        """``categories`` with int keys (features of the model) and list values of distinct
+        JSON scalars (strings, numbers, booleans; no NaN)."""
+        cats, p = self.categories, len(self.feature_names)
+        if not isinstance(cats, dict):
+            raise ModelFormatError(f"categories must be a dict, got {type(cats).__name__}.")
+        out: dict[int, list] = {}
+        for k, v in cats.items():
+            j = _feature_index(k)
+            if j is None or not 0 <= j < p:
+                raise ModelFormatError(f"Corrupt ensemble: categories given for feature {k!r}.")
+            if not isinstance(v, (list, tuple, np.ndarray)) or getattr(v, "ndim", 1) != 1:
+                raise ModelFormatError(
+                    f"Corrupt ensemble: categories of feature {j} must be a list, got {v!r}."
+                )
+            vals = [x.item() if isinstance(x, np.generic) else x for x in v]
+            for x in vals:
+                if not isinstance(x, (str, int, float)) or x != x:
+                    raise ModelFormatError(
+                        f"Corrupt ensemble: categories of feature {j} hold {x!r}; a category "
+                        "is a string or a number (not NaN)."
+                    )
+            if len(set(vals)) != len(vals):
+                seen: set = set()
+                dup = next(x for x in vals if x in seen or seen.add(x))
+                raise ModelFormatError(
+                    f"Corrupt ensemble: categories of feature {j} list {dup!r} twice."
+                )
+            out[j] = vals
+        return out
+
+    def _node_error(self, name: str, node: int, rule: str) -> ModelFormatError:
+        """The error for node ``node`` (global index) whose ``name`` breaks ``rule``."""
+        off = self.tree_offsets
+        t = int(np.searchsorted(off, node, side="right") - 1)
+        v = getattr(self, name)[node]
+        return ModelFormatError(
+            f"Corrupt ensemble: tree {t} node {int(node - off[t])} (node {int(node)} of the "
+            f"ensemble): {name} is {float(v)!r}; {rule}."
+        )
+
+    def _validate_node_stats(self) -> None:
+        """Signs and finiteness of the node weights, split gains and tree weights."""
+        inner = self.left >= 0
+        for name in ("cover", "count"):
+            self._check_weights(name, inner)
+        gain = self.gain
+        bad = np.flatnonzero(np.isinf(gain))
+        if bad.size:
+            raise self._node_error("gain", bad[0], "split gains are finite")
+        nan = np.isnan(gain) & inner
+        if nan.any() and np.any(inner & ~nan):
+            raise self._node_error(
+                "gain", np.flatnonzero(nan)[0], "NaN (no stored gain) must hold for every split"
+            )
+        tw = self.tree_weight
+        bad = np.flatnonzero(~(np.isfinite(tw) & (tw >= 0)))
+        if bad.size:
+            raise ModelFormatError(
+                f"Corrupt ensemble: tree {bad[0]}: tree_weight is {float(tw[bad[0]])!r}; tree "
+                "weights (DART) are finite and >= 0."
+            )
+
+    def _check_leaf_ids(self, inner: np.ndarray) -> None:
+        """Every leaf's number (``leaf_id``: what leaf-index prediction returns, and how linear
+        leaves are found) is >= 0 and unique within its tree."""
+        leaves = np.flatnonzero(~inner)
+        ids = self.leaf_id[leaves]
+        bad = np.flatnonzero(ids < 0)
+        if bad.size:
+            raise self._node_error("leaf_id", leaves[bad[0]], "a leaf's number is >= 0")
+        key = self._node_tree[leaves].astype(np.int64) * (1 << 32) + ids
+        order = np.argsort(key, kind="stable")
+        dup = np.flatnonzero(np.diff(key[order]) == 0)
+        if dup.size:
+            raise self._node_error(
+                "leaf_id", leaves[order[dup[0] + 1]], "two leaves of a tree share this number"
+            )
+
+    def _check_weights(self, name: str, inner: np.ndarray) -> None:
+        """``cover`` or ``count``: finite and >= 0, or NaN (not stored) for whole trees; 0 at
+        an inner node only within an empty subtree (TreeSHAP divides by it)."""
+        w = getattr(self, name)
+        bad = np.flatnonzero(np.isinf(w) | (w < 0) | (w > MAX_WEIGHT))
+        if bad.size:
+            raise self._node_error(
+                name, bad[0], f"node weights are finite, >= 0 and at most {MAX_WEIGHT:g}"
+            )
+        nan = np.isnan(w)
+        if nan.any():
+            starts = self.tree_offsets[:-1]
+            part = np.logical_or.reduceat(nan, starts) & ~np.logical_and.reduceat(nan, starts)
+            if part.any():
+                t = int(np.argmax(part))
+                node = starts[t] + int(np.argmax(nan[starts[t] : self.tree_offsets[t + 1]]))
+                raise self._node_error(
+                    name, node, "NaN (not stored) must hold for all of a tree's nodes or none"
+                )
+        # an empty subtree (CatBoost's oblivious trees have them) weighs 0 throughout; a split
+        # weighing 0 above a child that does not (or at a root) makes TreeSHAP divide by 0
+        zero = inner & (w == 0)
+        if zero.any():
+            full = (w[np.maximum(self.left, 0)] > 0) | (w[np.maximum(self.right, 0)] > 0)
+            root = np.zeros(zero.shape[0], dtype=bool)
+            root[self.tree_offsets[:-1]] = True
+            bad = np.flatnonzero(zero & (full | root))
+            if bad.size:
+                raise self._node_error(
+                    name,
+                    bad[0],
+                    "a split weighing 0 must be inside an empty subtree (its "
+                    "children weigh 0 too, and it is not a root); TreeSHAP divides by it",
+                )
+        # a child outweighing its parent (beyond float32 rounding of the parent's sum) is no
+        # training statistic: TreeSHAP's path fractions would leave [0, 1]
+        child = np.concatenate([self.left[inner], self.right[inner]])
+        parent = np.concatenate([np.flatnonzero(inner)] * 2)
+        over = w[child] > w[parent] * (1.0 + 1e-6) + 1e-12
+        if over.any():
+            k = int(np.argmax(over))
+            raise self._node_error(
+                name,
+                child[k],
+                f"it exceeds its parent's ({float(w[parent[k]])!r}, node {int(parent[k])}); a "
+                "node weighs at most what its parent does",
+            )
+
+    def _check_oblivious_claim(self) -> None:
+        """With ``reverse_levels`` (CatBoost SymmetricTree), every tree must be oblivious:
+        complete, in heap order, every level's nodes sharing one split."""
+        off, depth = self.tree_offsets, self._tree_depth
+        d = np.minimum(depth, 30)
+        bad = np.flatnonzero((depth > 30) | (np.diff(off) != (np.int64(2) << d) - 1))
+        n = np.flatnonzero(self.left >= 0)  # in a complete tree: heap positions 0 .. 2^d - 2
+        tree = self._node_tree[n]
+        local = n - off[tree]
+        heap = (local >= (np.int64(1) << d)[tree] - 1) | (self.left[n] != n + local + 1)
+        heap |= self.right[n] != n + local + 2
+        if bad.size or heap.any():
+            t = int(bad[0]) if bad.size else int(tree[np.argmax(heap)])
+            raise ModelFormatError(
+                f"Corrupt ensemble: reverse_levels (CatBoost SymmetricTree) claims every tree "
+                f"is oblivious, but tree {t} (depth {depth[t]}, {off[t + 1] - off[t]} nodes) is "
+                "not a complete tree in level order."
+            )
+        level = np.frexp((local + 1).astype(np.float64))[1] - 1
+        f = n - local + (np.int64(1) << level) - 1  # the first node of each one's level
+        for name in ("feature", "threshold", "split_type", "default_left", "missing_type"):
+            a, b = getattr(self, name)[n], getattr(self, name)[f]
+            diff = (a != b) & ~(np.isnan(a) & np.isnan(b)) if a.dtype.kind == "f" else a != b
+            if not diff.any():
+                continue
+            k = int(np.argmax(diff))
+            raise ModelFormatError(
+                f"Corrupt ensemble: reverse_levels (CatBoost SymmetricTree) claims every tree "
+                f"is oblivious, but tree {tree[k]} level {level[k]}: node {local[k]} has "
+                f"{name} {a[k].item()!r} and node {f[k] - off[tree[k]]} (the level's first) "
+                f"{b[k].item()!r}; an oblivious tree's levels share one split."
+            )
+        self._check_level_sets(n, f)
+
+    def _check_level_sets(self, n: np.ndarray, f: np.ndarray) -> None:
+        """The category sets of inner nodes ``n`` equal those of their levels' first ``f``."""
+        co, words = self.cat_offsets, self.cat_words
+        ln, lf = co[n + 1] - co[n], co[f + 1] - co[f]
+        if not (np.any(ln) or np.any(lf)):
+            return
+        same = ln == lf
+        m = np.flatnonzero(same & (ln > 0))
+        total = ln[m]
+        ramp = np.arange(int(total.sum())) - np.repeat(np.cumsum(total) - total, total)
+        differs = (
+            words[np.repeat(co[n[m]], total) + ramp] != words[np.repeat(co[f[m]], total) + ramp]
+        )
+        bad = ~same
+        bad[m[np.unique(np.repeat(np.arange(m.size), total)[differs])]] = True
+        if bad.any():
+            k = int(np.argmax(bad))
+            t = int(np.searchsorted(self.tree_offsets, n[k], side="right") - 1)
+            raise ModelFormatError(
+                f"Corrupt ensemble: reverse_levels (CatBoost SymmetricTree) claims every tree "
+                f"is oblivious, but tree {t}: node {n[k] - self.tree_offsets[t]} has other "
+                "categories (cat_words) than its level's first node; an oblivious tree's "
+                "levels share one split."
+            )
+
     def _validate_conventions(self) -> None:
         """Check and normalise the booster conventions (the fields after ``inexact``)."""
         set_ = object.__setattr__
@@ -269,12 +540,11 @@ class TreeEnsemble:
             raise ModelFormatError(
                 f"node_weight must be one of {NODE_WEIGHTS}, got {self.node_weight!r}."
             )
-        for name in ("reverse_levels", "l2_scaled_by_mean_weight"):
-            v = getattr(self, name)
-            if not isinstance(v, (bool, np.bool_)):
-                raise ModelFormatError(f"{name} must be True or False, got {v!r}.")
-            set_(self, name, bool(v))
         code = self.grad_objective
+        if code is None:  # the default: squared error, which has one output
+            code = SQUARED if self.n_outputs == 1 else -1
+            if code < 0 and not self.no_gradient:
+                set_(self, "no_gradient", _NO_DEFAULT_GRADIENT.format(n=self.n_outputs))
         codes = ", ".join(f"{c} ({n})" for c, n in OBJECTIVE_NAMES.items())
         if (
             isinstance(code, (bool, np.bool_))
@@ -291,20 +561,23 @@ class TreeEnsemble:
                 f"grad_objective {code} ({OBJECTIVE_NAMES[code]}) needs at least 2 outputs; "
                 f"the ensemble has {self.n_outputs}."
             )
-        try:
-            prm = np.array(self.grad_params, dtype=np.float64, copy=True)
-        except (TypeError, ValueError) as e:
-            raise ModelFormatError(f"grad_params must be {N_PARAMS} numbers ({e}).") from e
+        if code in (SOFTMAX, OVA) and np.unique(self.tree_group).shape[0] != self.n_outputs:
+            raise ModelFormatError(
+                f"grad_objective {code} ({OBJECTIVE_NAMES[code]}): the ensemble has "
+                f"{self.n_outputs} outputs (base_margin) but trees for only "
+                f"{np.unique(self.tree_group).shape[0]} of them; every class has trees."
+            )
+        if code >= 0 and code not in (SOFTMAX, OVA) and self.n_outputs != 1:
+            raise ModelFormatError(
+                f"Corrupt ensemble: base_margin has {self.n_outputs} outputs, but grad_objective "
+                f"{code} ({OBJECTIVE_NAMES[code]}) has one output."
+            )
+        prm = _owned_array("grad_params", self.grad_params, np.float64)
         if prm.shape != (N_PARAMS,) or not np.all(np.isfinite(prm)):
             raise ModelFormatError(
                 f"grad_params must be {N_PARAMS} finite numbers, got shape {prm.shape}."
             )
-        prm.setflags(write=False)
         set_(self, "grad_params", prm)
-        if not isinstance(self.no_gradient, str):
-            raise ModelFormatError(
-                f"no_gradient must be a str, got {type(self.no_gradient).__name__}."
-            )
         if code < 0 and not self.no_gradient:
             raise ModelFormatError(
                 "no_gradient must give the reason when grad_objective is -1 (it is the "
@@ -324,17 +597,12 @@ class TreeEnsemble:
         try:
             if not isinstance(lin, LinearLeaves):
                 lin = LinearLeaves(**{k: lin[k] for k in LinearLeaves._fields})
-            arrays = {}
-            for k, dtype in _LINEAR_ARRAYS.items():
-                raw = np.asarray(getattr(lin, k))
-                if raw.ndim != 1 or (raw.size and raw.dtype.kind not in "biuf"):
-                    raise ModelFormatError(f"{k} is not a 1-D numeric array")
-                if np.dtype(dtype).kind == "i" and raw.size and raw.dtype.kind == "f":
-                    if not np.all(np.isfinite(raw) & (raw == np.round(raw))):
-                        raise ModelFormatError(f"{k} holds non-integers")
-                arr = np.array(raw, dtype=dtype, copy=True)
-                arr.setflags(write=False)
-                arrays[k] = arr
+            arrays = {
+                k: _owned_array(f"linear_leaves.{k}", getattr(lin, k), dtype)
+                for k, dtype in _LINEAR_ARRAYS.items()
+            }
+        except ModelFormatError:
+            raise
         except (KeyError, TypeError, ValueError) as e:
             raise ModelFormatError(f"Corrupt ensemble: linear_leaves ({e}).") from e
         tree, leaf, delta, ptr = arrays["tree"], arrays["leaf"], arrays["delta"], arrays["ptr"]
@@ -399,8 +667,11 @@ class TreeEnsemble:
         n_out = self.base_margin.shape[0]
         if n_out < 1:
             raise ModelFormatError("Corrupt ensemble: base_margin is empty.")
-        if not np.all(np.isfinite(self.base_margin)):
-            raise ModelFormatError("Corrupt ensemble: base_margin is not finite.")
+        if not np.all(np.abs(self.base_margin) <= MAX_VALUE):
+            raise ModelFormatError(
+                f"Corrupt ensemble: base_margin is not finite or beyond +-{MAX_VALUE:g}: "
+                f"{self.base_margin.tolist()}."
+            )
         if np.any(self.tree_group < 0) or np.any(self.tree_group >= n_out):
             raise ModelFormatError(f"Corrupt ensemble: tree_group outside [0, {n_out}).")
         if np.any(np.diff(self.tree_iteration) < 0) or self.tree_iteration[0] < 0:
@@ -446,6 +717,9 @@ class TreeEnsemble:
             raise ModelFormatError("Corrupt ensemble: unknown split_type.")
         if np.any((self.missing_type < 0) | (self.missing_type > 2)):
             raise ModelFormatError("Corrupt ensemble: unknown missing_type.")
+        bad = np.flatnonzero(self.default_left > 1)
+        if bad.size:
+            raise self._node_error("default_left", bad[0], "it is 0 (right) or 1 (left)")
         num = inner & (self.split_type == NUMERIC)
         thr = self.threshold[num]
         # LightGBM writes +-inf thresholds (x <= inf separates NaN from every number)
@@ -456,8 +730,16 @@ class TreeEnsemble:
                 "Corrupt ensemble: a numeric split has a non-finite threshold (only LightGBM "
                 "writes +-inf; a split at NaN sends every value the same way)."
             )
-        if not np.all(np.isfinite(self.value[~inner])):
-            raise ModelFormatError("Corrupt ensemble: a leaf value is not finite.")
+        leaf_value = np.where(inner, 0.0, self.value)
+        bad = np.flatnonzero(~(np.abs(leaf_value) <= MAX_VALUE))
+        if bad.size:
+            raise self._node_error(
+                "value",
+                bad[0],
+                f"leaf values are finite and within +-{MAX_VALUE:g} (no booster writes more; "
+                "attributions of such values would lose every digit)",
+            )
+        self._check_leaf_ids(inner)
         co = self.cat_offsets
         if (
             co.shape[0] != n_nodes + 1
@@ -466,9 +748,6 @@ class TreeEnsemble:
             or np.any(np.diff(co) < 0)
         ):
             raise ModelFormatError("Corrupt ensemble: cat_offsets do not index cat_words.")
-        for k in self.categories:
-            if not 0 <= k < p:
-                raise ModelFormatError(f"Corrupt ensemble: categories given for feature {k}.")
 
     def _make_bound(self) -> np.ndarray:
         thr = np.where(np.isnan(self.threshold), 0.0, self.threshold)
@@ -620,10 +899,19 @@ class TreeEnsemble:
             return _input.as_rows(
                 self.input_map.transform(X), self.n_features, self.feature_names, False, None
             )
+        inner = self.left >= 0
         used = np.zeros(self.n_features, dtype=bool)  # columns no split reads are not converted
-        used[self.feature[self.left >= 0]] = True
+        used[self.feature[inner]] = True
+        categorical = np.zeros(self.n_features, dtype=bool)  # a category column of any other
+        categorical[self.feature[inner & (self.split_type != NUMERIC)]] = True  # is refused
         return _input.as_rows(
-            X, self.n_features, self.feature_names, self.named, self.categories or None, used
+            X,
+            self.n_features,
+            self.feature_names,
+            self.named,
+            self.categories or None,
+            used,
+            numeric=used & ~categorical,
         )
 
     def predict_margin(
@@ -787,9 +1075,12 @@ class TreeEnsemble:
     def load_npz(cls, path: str | os.PathLike) -> TreeEnsemble:
         """Read an ensemble written by ``save`` (never unpickling).
 
-        An ensemble saved with an input map gets it rebuilt from the stored document by the
-        rebuilder its adapter registered (``register_input_map``; CatBoost's reloads the
-        model's JSON export into catboost, which it then needs).
+        The metadata is checked against a typed schema (``_META_SCHEMA``: every field present,
+        of its JSON type, no other field) and every array for its name, dimension and dtype
+        kind before the ensemble is built (and validated) from them. An ensemble saved with an
+        input map gets it rebuilt from the stored document by the rebuilder its adapter
+        registered (``register_input_map``; CatBoost's reloads the model's JSON export into
+        catboost, which it then needs).
 
         Parameters
         ----------
@@ -801,68 +1092,38 @@ class TreeEnsemble:
 
         Raises
         ------
-        ValueError
+        ModelFormatError
             For a file that is not a saved ensemble, is corrupt, or was saved by another
             format version; or whose input map cannot be rebuilt.
         """
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                data = {k: z[k] for k in z.files}
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
-            raise ModelFormatError(f"{os.fspath(path)!r} is not a readable .npz file: {e}") from e
-        if "__meta__" not in data:
-            raise ModelFormatError(
-                f"{os.fspath(path)!r} is an .npz file but not a saved TreeEnsemble."
-            )
-        try:
-            meta = json.loads(data.pop("__meta__").tobytes().decode())
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ModelFormatError(f"{os.fspath(path)!r}: corrupt metadata ({e}).") from e
-        if meta.pop("format", None) != "treeinner.TreeEnsemble":
-            raise ModelFormatError(f"{os.fspath(path)!r} is not a saved TreeEnsemble.")
-        version = meta.pop("format_version", None)
-        if version == 1:
-            raise ModelFormatError(
-                f"{os.fspath(path)!r} was saved by an earlier treeinner (TreeEnsemble format "
-                f"version 1), which did not store the booster conventions this version reads "
-                f"(format version {FORMAT_VERSION}). Re-save the ensemble from the booster: "
-                "treeinner.from_model(booster).save(path)."
-            )
+        where = repr(os.fspath(path))
+        data = _read_npz(path, where)
+        meta = _read_meta(data.pop("__meta__"), where)
+        _check_arrays(data, meta, where)
+        del meta["format"], meta["format_version"]
         kind = meta.pop("input_map", None)
         document = data.pop("input_map_document", None)
-        if version == _INPUT_MAP_FORMAT_VERSION and (kind is None or document is None):
-            raise ModelFormatError(f"{os.fspath(path)!r} lacks its input map document.")
-        if version not in (FORMAT_VERSION, _INPUT_MAP_FORMAT_VERSION):
-            raise ModelFormatError(f"Unsupported TreeEnsemble format version {version}.")
-        meta["categories"] = {int(k): v for k, v in meta.get("categories", {}).items()}
-        meta["feature_names"] = tuple(meta["feature_names"])
-        meta["inexact"] = tuple(meta.get("inexact", ()))
-        if meta.get("linear_leaves"):
-            try:
-                meta["linear_leaves"] = {k: data.pop(f"linear_{k}") for k in _LINEAR_ARRAYS}
-            except KeyError as e:
-                raise ModelFormatError(f"{os.fspath(path)!r} lacks the linear leaves ({e}).") from e
+        if meta["linear_leaves"]:
+            meta["linear_leaves"] = {k: data.pop(f"linear_{k}") for k in _LINEAR_ARRAYS}
         else:
             meta["linear_leaves"] = None
-        known = {f.name for f in fields(cls)} - {"input_map"}
-        missing = known - set(data) - set(meta)
-        if missing:
-            raise ModelFormatError(f"{os.fspath(path)!r} lacks {sorted(missing)}.")
-        kwargs = {k: v for k, v in {**data, **meta}.items() if k in known}
-        ens = cls(**kwargs)
-        if kind is None:
-            return ens
+        try:
+            ens = cls(**data, **meta)
+            if kind is None:
+                return ens
+        except ModelFormatError as e:
+            raise type(e)(f"{where}: {e}") from e
         rebuild = _INPUT_MAP_LOADERS.get(kind)
         if rebuild is None:
             raise ModelFormatError(
-                f"{os.fspath(path)!r} routes rows through a {kind!r} input map, which no "
-                "adapter has registered (import treeinner first)."
+                f"{where} routes rows through a {kind!r} input map, which no adapter has "
+                "registered (import treeinner first)."
             )
         try:
             doc = json.loads(document.tobytes().decode())
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ModelFormatError(f"{os.fspath(path)!r}: corrupt input map document ({e}).") from e
-        return cls(**kwargs, input_map=rebuild(doc, ens))
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            raise ModelFormatError(f"{where}: corrupt input map document ({e}).") from e
+        return cls(**data, **meta, input_map=rebuild(doc, ens))
 
     def replace(self, **changes: Any) -> TreeEnsemble:
         """A copy with some fields replaced (validated again).
@@ -881,6 +1142,165 @@ class TreeEnsemble:
         kwargs = {f.name: getattr(self, f.name) for f in fields(self)}
         kwargs.update(changes)
         return type(self)(**kwargs)
+
+
+#: The metadata of a saved ensemble: every field's JSON type(s) and, for arrays and objects,
+#: the type of their items (``categories``: an array of category values per feature index).
+#: ``input_map`` is in format version 3 only. Values are checked further when the ensemble is
+#: built.
+_META_SCHEMA: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "format": (("string",), None),
+    "format_version": (("integer",), None),
+    "feature_names": (("array",), "string"),
+    "named": (("boolean",), None),
+    "reg_lambda": (("number", "integer"), None),
+    "objective": (("string",), None),
+    "objective_params": (("object",), None),
+    "decision_rule": (("string",), None),
+    "float32_sum": (("boolean",), None),
+    "source": (("string",), None),
+    "source_version": (("string",), None),
+    "categories": (("object",), "array"),
+    "params": (("object",), None),
+    "inexact": (("array",), "string"),
+    "node_weight": (("string",), None),
+    "reverse_levels": (("boolean",), None),
+    "grad_objective": (("integer",), None),
+    "no_gradient": (("string",), None),
+    "l2_scaled_by_mean_weight": (("boolean",), None),
+    "linear_leaves": (("boolean",), None),
+    "input_map": (("string",), None),
+}
+_JSON_KINDS = {
+    "boolean": "True or False (a JSON boolean)",
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "array": "an array",
+    "object": "an object",
+}
+
+
+def _json_kind(v: Any) -> str:
+    """The JSON type of a value ``json.loads`` returned."""
+    for kind, types in (
+        ("boolean", bool),
+        ("integer", int),
+        ("number", float),
+        ("string", str),
+        ("array", list),
+        ("object", dict),
+    ):
+        if isinstance(v, types):
+            return kind
+    return "null"
+
+
+def _read_npz(path: str | os.PathLike, where: str) -> dict[str, np.ndarray]:
+    """Every member of the ``.npz`` file (never unpickled) as an array."""
+    try:
+        z = np.load(path, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):  # a bare .npy array
+            raise ModelFormatError(f"{where} is a .npy array, not an .npz archive.")
+        with z:
+            data = {k: z[k] for k in z.files}
+    # zipfile raises NotImplementedError for an unknown compression method, RuntimeError for
+    # an encrypted member, lzma its own error; a corrupt header can ask for any size
+    except (
+        OSError,
+        ValueError,
+        EOFError,
+        zipfile.BadZipFile,
+        zlib.error,
+        lzma.LZMAError,
+        NotImplementedError,
+        RuntimeError,
+        MemoryError,
+    ) as e:
+        if isinstance(e, ModelFormatError):
+            raise
+        raise ModelFormatError(f"{where} is not a readable .npz file: {e}") from e
+    if "__meta__" not in data:
+        raise ModelFormatError(f"{where} is an .npz file but not a saved TreeEnsemble.")
+    for k, v in data.items():
+        if not isinstance(v, np.ndarray):
+            raise ModelFormatError(f"{where}: member {k!r} is not a NumPy array.")
+    return data
+
+
+def _read_meta(blob: np.ndarray, where: str) -> dict[str, Any]:
+    """The metadata of a saved ensemble, checked against ``_META_SCHEMA``."""
+    try:
+        meta = json.loads(blob.tobytes().decode())
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ModelFormatError(f"{where}: corrupt metadata ({e}).") from e
+    if not isinstance(meta, dict):
+        raise ModelFormatError(f"{where} is not a saved TreeEnsemble (its metadata is no object).")
+    if meta.get("format") != "treeinner.TreeEnsemble":
+        raise ModelFormatError(
+            f"{where} is not a saved TreeEnsemble (its metadata field format is "
+            f"{meta.get('format')!r}, not 'treeinner.TreeEnsemble')."
+        )
+    version = meta.get("format_version")
+    if _json_kind(version) != "integer":
+        raise ModelFormatError(f"{where}: format_version must be an integer, got {version!r}.")
+    if version == 1:
+        raise ModelFormatError(
+            f"{where} was saved by an earlier treeinner (TreeEnsemble format version 1), which "
+            f"did not store the booster conventions this version reads (format version "
+            f"{FORMAT_VERSION}). Re-save the ensemble from the booster: "
+            "treeinner.from_model(booster).save(path)."
+        )
+    if version not in (FORMAT_VERSION, _INPUT_MAP_FORMAT_VERSION):
+        raise ModelFormatError(f"Unsupported TreeEnsemble format version {version}.")
+    expected = set(_META_SCHEMA) - ({"input_map"} if version == FORMAT_VERSION else set())
+    _same_names(where, "metadata field", expected, set(meta))
+    for name, (kinds, item) in _META_SCHEMA.items():
+        if name not in meta:
+            continue
+        v = meta[name]
+        items = v.values() if isinstance(v, dict) else v
+        if _json_kind(v) not in kinds or (
+            item is not None and any(_json_kind(x) != item for x in items)
+        ):
+            what = _JSON_KINDS[kinds[0]]
+            if item is not None:
+                what += f" of {_JSON_KINDS[item].split(' ', 1)[1]}s"
+            raise ModelFormatError(f"{where}: {name} must be {what}, got {v!r}.")
+    return meta
+
+
+def _check_arrays(data: dict[str, np.ndarray], meta: dict[str, Any], where: str) -> None:
+    """The arrays of a saved ensemble: exactly the expected names, each 1-D and numeric (the
+    input map document: bytes)."""
+    expected = {*_NODE_ARRAYS, *_TREE_ARRAYS, *_OTHER_ARRAYS, "grad_params"}
+    if meta["linear_leaves"]:
+        linear = {f"linear_{k}" for k in _LINEAR_ARRAYS}
+        if not linear <= set(data):
+            raise ModelFormatError(
+                f"{where} lacks the linear leaves ({sorted(linear - set(data))})."
+            )
+        expected |= linear
+    if "input_map" in meta:
+        expected.add("input_map_document")
+    _same_names(where, "array", expected, set(data))
+    for name, arr in data.items():
+        if arr.ndim != 1:
+            raise ModelFormatError(f"{where}: array {name} must be 1-D, got shape {arr.shape}.")
+        ok = arr.dtype == np.uint8 if name == "input_map_document" else arr.dtype.kind in "biuf"
+        if not ok:
+            raise ModelFormatError(
+                f"{where}: array {name} has dtype {arr.dtype}; it must hold "
+                + ("bytes (uint8)." if name == "input_map_document" else "numbers.")
+            )
+
+
+def _same_names(where: str, what: str, expected: set[str], found: set[str]) -> None:
+    """Refuse a file lacking an expected ``what`` (metadata field, array) or holding others."""
+    if expected - found:
+        raise ModelFormatError(f"{where} lacks {sorted(expected - found)} ({what}s).")
+    if found - expected:
+        raise ModelFormatError(f"{where} has unknown {what}s {sorted(found - expected)}.")
 
 
 #: The format version of a saved ensemble with an input map (its document stored with it).

@@ -10,7 +10,7 @@ import pandas as pd
 
 from . import _api
 from ._api import public
-from ._errors import InputError, InputTypeError
+from ._errors import InputError
 from ._methods import DEFAULT_METHODS, REGISTRY, Method, Options, get, resolve
 from ._staged import _weights
 from .adapters import from_model
@@ -20,13 +20,12 @@ __all__ = ["DEFAULT_METHODS", "importance"]
 
 
 def _check_bootstrap(n_bootstrap: Any) -> int:
-    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, (int, np.integer)):
-        raise InputTypeError(f"n_bootstrap must be an int, got {type(n_bootstrap).__name__}.")
-    if n_bootstrap < 0 or n_bootstrap == 1:
+    n_bootstrap = _api.check_count("n_bootstrap", n_bootstrap, minimum=0)
+    if n_bootstrap == 1:
         raise InputError(
             f"n_bootstrap must be 0 (no standard errors) or at least 2, got {n_bootstrap}."
         )
-    return int(n_bootstrap)
+    return n_bootstrap
 
 
 def _totals(scores: np.ndarray) -> np.ndarray:
@@ -187,13 +186,14 @@ def importance(
     columns in the same order.
     """
     n_bootstrap = _check_bootstrap(n_bootstrap)
-    if not isinstance(se, (bool, np.bool_)):
-        raise InputTypeError(f"se must be True or False, got {se!r}.")
+    n_repeats = _api.check_count("n_repeats", n_repeats)
+    _api._check_random_state(random_state)  # checked even where no method draws
+    se = _api.check_flag("se", se)
     if se and n_bootstrap:
         raise InputError("se=True and n_bootstrap give two standard errors; pass one of them.")
-    chosen = [get(name) for name in resolve(methods, attribution)]
-    if n_bootstrap and _api.n_rows(X) == 0:
-        raise InputError("n_bootstrap needs at least one evaluation row; X has none.")
+    chosen = [get(name) for name in resolve(_api.check_names("methods", methods), attribution)]
+    if any(m.uses_data for m in chosen):
+        _api.check_rows(X)
     if reference is not None and not any(m.uses_reference for m in chosen):
         raise InputError(
             f"reference= is used by {', '.join(m for m in REGISTRY if get(m).uses_reference)}"

@@ -102,12 +102,14 @@ class Objective:
         """Whether every row's hessian is the same constant (squared error: h = 1)."""
         return self.code == fmt.SQUARED
 
-    def check_labels(self, y: np.ndarray) -> np.ndarray:
+    def check_labels(self, y: np.ndarray, n: int | None = None) -> np.ndarray:
         """Validate labels for this objective and return them as float64.
 
         Parameters
         ----------
         y : array-like of shape (n_samples,)
+        n : int, optional
+            The number of rows of X the labels belong to, checked against their length.
 
         Returns
         -------
@@ -126,6 +128,8 @@ class Objective:
             y = y[:, 0]
         if y.ndim != 1:
             raise InputError(f"y must be 1-D; got shape {y.shape}.")
+        if n is not None and y.shape[0] != n:
+            raise InputError(f"X has {n} rows but y has {y.shape[0]}.")
         if y.dtype.kind not in "biuf":
             raise InputError(f"y must be numeric for the {self.name} objective; got {y.dtype}.")
         y = y.astype(np.float64)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from statistics import NormalDist
 from typing import Any
@@ -55,22 +54,8 @@ def _resolve_method(method: Any, attribution: Any) -> str:
     return name
 
 
-def _check_threshold(threshold: Any) -> float:
-    if (
-        not isinstance(threshold, numbers.Real)
-        or isinstance(threshold, bool)
-        or np.isnan(float(threshold))
-    ):
-        raise InputError(f"threshold must be a real number (not NaN), got {threshold!r}.")
-    return float(threshold)
-
-
 def _check_top_k(top_k: Any) -> int | None:
-    if top_k is None:
-        return None
-    if not isinstance(top_k, numbers.Integral) or isinstance(top_k, bool) or top_k < 1:
-        raise InputError(f"top_k must be None or an integer >= 1, got {top_k!r}.")
-    return int(top_k)
+    return _api.check_count("top_k", top_k, optional=True)
 
 
 def _check_rule(rule: Any, threshold: Any, method: Method) -> tuple[str, float]:
@@ -97,7 +82,7 @@ def _check_rule(rule: Any, threshold: Any, method: Method) -> tuple[str, float]:
                 f"give; use rule='threshold' with it, or a method with standard errors: "
                 f"{', '.join(with_se)}."
             )
-    return rule, _check_threshold(0.0 if threshold is None else threshold)
+    return rule, _api.check_real("threshold", 0.0 if threshold is None else threshold)
 
 
 def _check_alpha(alpha: Any, rule: str) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numba
@@ -69,8 +70,7 @@ def _reversed_level_order(ens: TreeEnsemble) -> TreeEnsemble:
         level = np.floor(np.log2(np.arange(n) + 1)).astype(np.int64)
         first = (1 << np.arange(d + 1)) - 1  # heap position of every level's first node
         for j in range(d):
-            same = ens.feature[o + first[j] : o + first[j + 1]]
-            if np.any(same != same[0]):
+            if not _one_decision(ens, o + first[j], o + first[j + 1]):
                 break
         else:
             pos = np.arange(1 << d)
@@ -98,6 +98,18 @@ def _reversed_level_order(ens: TreeEnsemble) -> TreeEnsemble:
     return dataclasses.replace(ens, **node)
 
 
+def _one_decision(ens: TreeEnsemble, lo: int, hi: int) -> bool:
+    """Whether nodes ``lo:hi`` (one level of a tree) all take the same decision: feature,
+    threshold, split type, missing type and direction, and category set."""
+    for a in (ens.feature, ens.threshold, ens.split_type, ens.missing_type, ens.default_left):
+        if np.any(a[lo:hi] != a[lo]):
+            return False
+    if ens.split_type[lo] == NUMERIC:
+        return True
+    words = [ens.cat_words[ens.cat_offsets[n] : ens.cat_offsets[n + 1]] for n in range(lo, hi)]
+    return all(np.array_equal(w, words[0]) for w in words)
+
+
 def _players(ens: TreeEnsemble) -> tuple[np.ndarray, np.ndarray | None]:
     """The Shapley player of every kernel column, and how players are credited to features.
 
@@ -119,18 +131,83 @@ def _players(ens: TreeEnsemble) -> tuple[np.ndarray, np.ndarray | None]:
     return player, np.vstack([np.eye(n_out), shared])
 
 
-def _quadrature(tree_depth: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gauss-Legendre points on [0, 1]: per tree the count (exact for its depth) and the
-    tables ``tq[q, :q]``, ``wq[q, :q]`` of every count up to the largest."""
-    tree_nq = np.maximum(1, (tree_depth.astype(np.int64) + 1) // 2)
-    top = int(tree_nq.max()) if tree_nq.size else 1
-    tq = np.zeros((top + 1, top))
-    wq = np.zeros((top + 1, top))
-    for q in range(1, top + 1):
-        x, w = np.polynomial.legendre.leggauss(q)
-        tq[q, :q] = (x + 1.0) / 2.0
-        wq[q, :q] = w / 2.0
-    return tree_nq, tq, wq
+# The quadrature tables of one tree hold (nodes x points) float64 values, three times, and every
+# thread works in three arrays of that size: beyond this many entries per tree (256 MiB per
+# array) a tree is refused before anything is allocated. A chain tree (every right child a
+# leaf) with a new feature at every split passes up to depth 5,792; trees whose paths repeat
+# features need fewer points (one per two distinct features on a path) and go deeper.
+MAX_TABLE_ENTRIES = 1 << 25
+_LEGGAUSS_MAX = 100  # numpy's leggauss (eigenvalues, O(q^3)) up to here; Newton's method above
+
+
+@functools.lru_cache(maxsize=256)
+def _rule(q: int) -> tuple[np.ndarray, np.ndarray]:
+    """The q-point Gauss-Legendre rule on [0, 1]: points and weights, computed once per q."""
+    x, w = np.polynomial.legendre.leggauss(q) if q <= _LEGGAUSS_MAX else _legendre_newton(q)
+    t, wt = (x + 1.0) / 2.0, w / 2.0
+    t.flags.writeable = wt.flags.writeable = False
+    return t, wt
+
+
+def _legendre_newton(q: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Legendre nodes and weights on [-1, 1] by Newton's method on the three-term
+    recurrence from Tricomi's initial guesses, O(q^2); the weights, proportional to
+    1 / (P_{q-1} P_q'), symmetrised and normalised as numpy's ``leggauss`` does."""
+    x = np.cos(np.pi * (np.arange(q, 0, -1) - 0.25) / (q + 0.5))  # ascending
+    for _ in range(20):  # quadratic convergence: 4 to 5 steps for every q tried up to 3000
+        p, _, dp = _legendre(q, x)
+        dx = p / dp
+        x = x - dx
+        if np.abs(dx).max() <= 1e-16:
+            break
+    _, pm, dp = _legendre(q, x)
+    w = 1.0 / (pm * dp)
+    x = (x - x[::-1]) / 2.0
+    w = (w + w[::-1]) / 2.0
+    return x, w * (2.0 / w.sum())
+
+
+def _legendre(q: int, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The Legendre polynomials of degrees q and q - 1 and the derivative of the first at
+    ``x``, by the recurrences (P_k' = P_{k-2}' + (2k - 1) P_{k-1})."""
+    p0, p1 = np.ones_like(x), x.copy()
+    d0, d1 = np.zeros_like(x), np.ones_like(x)
+    for k in range(2, q + 1):
+        d0, d1 = d1, d0 + (2 * k - 1) * p1
+        p0, p1 = p1, ((2 * k - 1) * x * p1 - (k - 1) * p0) / k
+    return p1, p0, d1
+
+
+def _quadrature(ens: TreeEnsemble, lay: tuple) -> tuple[np.ndarray, ...]:
+    """Per tree the number of Gauss-Legendre points (exact for the most distinct players on
+    one of its paths), checked against ``MAX_TABLE_ENTRIES``, and the rules of the distinct
+    counts, ragged: ``(tree_nq, rule_t, rule_w, roff)``, tree t's rule at ``roff[t]``."""
+    players = K.path_players(lay[1], lay[4], ens.tree_offsets)
+    tree_nq = np.maximum(1, (players + 1) // 2)
+    _check_tables(ens, tree_nq, players)
+    counts, which = np.unique(tree_nq, return_inverse=True)
+    rules = [_rule(int(q)) for q in counts]
+    start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    rule_t = np.concatenate([r[0] for r in rules]) if rules else np.zeros(0)
+    rule_w = np.concatenate([r[1] for r in rules]) if rules else np.zeros(0)
+    return tree_nq, rule_t, rule_w, start[which.ravel()] if rules else np.zeros(0, np.int64)
+
+
+def _check_tables(ens: TreeEnsemble, tree_nq: np.ndarray, players: np.ndarray) -> None:
+    """Refuse, before allocating, a tree whose quadrature tables exceed
+    ``MAX_TABLE_ENTRIES``."""
+    entries = np.diff(ens.tree_offsets) * tree_nq
+    big = np.flatnonzero(entries > MAX_TABLE_ENTRIES)
+    if big.size:
+        t = int(big[0])
+        raise UnsupportedModelError(
+            f"TreeSHAP: tree {t} (depth {int(ens._tree_depth[t])}, "
+            f"{int(ens.tree_offsets[t + 1] - ens.tree_offsets[t])} nodes, "
+            f"{int(players[t])} distinct features on one path) needs {int(entries[t]):,} "
+            f"quadrature table entries (nodes x {int(tree_nq[t])} points); the limit is "
+            f"{MAX_TABLE_ENTRIES:,} per tree (treeinner.treeshap.MAX_TABLE_ENTRIES). Explain "
+            "a shallower model, or use predecomp or saabas, which have no depth limit."
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,8 +261,8 @@ def _setup(
     lay = K.edge_layout(ens.left, ens.right, ens.feature, weight, player, ens.tree_offsets)
     plain = (ens.left < 0) | ((ens.split_type == NUMERIC) & (ens.missing_type == MISSING_NAN))
     simple = np.logical_and.reduceat(plain, ens.tree_offsets[:-1]) if ens.n_trees else plain
-    tree_nq, tq, wq = _quadrature(ens._tree_depth)
-    tabs = K.edge_tables(lay[3], ens.tree_offsets, tree_nq, tq, wq)
+    tree_nq, rule_t, rule_w, roff = _quadrature(ens, lay)
+    tabs = K.edge_tables(lay[3], ens.tree_offsets, tree_nq, rule_t, rule_w, roff)
     max_nodes = int(np.diff(ens.tree_offsets).max()) if ens.n_trees else 1
     n_players = player.shape[0] if pcredit is None else pcredit.shape[0]
     max_depth = _table_depth_cap(n_rows)
@@ -283,7 +360,12 @@ def tree_shap(
     ValueError
         For an unknown ``node_weight``, or if the model stores no such weights.
     NotImplementedError
-        For models with linear leaves.
+        For models with linear leaves (``UnsupportedModelError``), and for a tree whose
+        quadrature tables, its nodes times ceil(P / 2) points (P the most distinct features
+        on one of its paths, at most its depth), would exceed ``MAX_TABLE_ENTRIES`` (2^25):
+        e.g. a chain of depth 6,000 with a new feature at every split. Set-up time and
+        memory scale with the sum over trees of those sizes; the check runs before anything
+        is allocated.
     """
     _api.check_choice("node_weight", node_weight, _api.NODE_WEIGHTS)
     ens = from_model(model)

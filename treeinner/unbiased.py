@@ -13,7 +13,6 @@ from . import _api, _input
 from . import _staged as _staged_pass
 from ._api import per_output as _per_output
 from ._api import public
-from ._errors import InputError
 from ._splits import split_columns
 from ._staged import _iter_ptr, _staged, _weights, stages
 from ._stats import Estimate, p_values
@@ -95,9 +94,7 @@ def _held_out_pass(
     obj = get_objective(ens)
     n, blocks = ens._blocks(X)
     Xd = _input.join_blocks(blocks, ens.n_features)
-    yv = obj.check_labels(y)
-    if yv.shape[0] != n:
-        raise InputError(f"X has {n} rows but y has {yv.shape[0]}.")
+    yv = obj.check_labels(y, n)
     w = _weights(w, n)
     K = ens.n_outputs
     rho = np.zeros((ens.n_nodes, 3))
@@ -363,7 +360,10 @@ def _exact_mode(ens: TreeEnsemble, sample_weight: Any) -> bool:
         return False
     if sample_weight is None:
         return True
-    wv = np.asarray(sample_weight, dtype=np.float64)
+    try:
+        wv = np.asarray(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError):  # not numbers: _weights says so
+        return False
     return bool(wv.ndim == 1 and wv.size > 0 and np.all(wv == wv[0]) and wv[0] > 0)
 
 
@@ -441,8 +441,9 @@ def unbiased_gain(
         (unbiased gain <= 0), from the normal approximation ``1 - Phi(unbiased_gain / se)``.
         Splits scored 0 for k below ``min_samples`` have ``se`` 0 and ``p_value`` 1.
     """
+    need = "moments" if _api.check_flag("per_split", per_split) else "score"
+    _api.check_rows(X)
     ens = from_model(model)
-    need = "moments" if per_split else "score"
     gain = _compute(ens, X, y, n_draws, min_samples, sample_weight, reference, random_state, need)
     if per_split:
         return _split_frame(ens, gain)

@@ -21,7 +21,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import sys
+import threading
 from typing import Any
+
+import numpy as np
 
 from .._errors import InputTypeError, ModelFormatError
 from ..ensemble import TreeEnsemble
@@ -165,8 +170,8 @@ def _document(path: str, data: bytes, head: bytes) -> Any:
         raise ModelFormatError(f"{path!r} is not a model file treeinner can read.")
     if stripped[1:].lstrip()[:1] in (b'"', b"}"):
         try:
-            return json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+            return _json_loads(path, data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ModelFormatError(
                 f"{path!r} is not valid JSON (truncated or corrupt?): {e}"
             ) from e
@@ -176,3 +181,86 @@ def _document(path: str, data: bytes, head: bytes) -> Any:
         return loads(data)
     except ValueError as e:
         raise ModelFormatError(f"{path!r} is not valid UBJSON (truncated or corrupt?): {e}") from e
+
+
+#: the deepest JSON nesting ``load`` reads (a LightGBM dump nests one level per tree level)
+MAX_JSON_DEPTH = 100_000
+
+
+def _json_loads(path: str, text: str) -> Any:
+    """``json.loads``; a document nested deeper than Python's recursion limit allows (a valid
+    LightGBM dump of a deep tree) is decoded in a thread with a stack and a recursion limit
+    large enough for its depth (both restored), up to ``MAX_JSON_DEPTH`` levels."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        pass
+    no_strings = re.sub(r'"(?:[^"\\]|\\.)*"', "", text).encode("utf-8")
+    b = np.frombuffer(no_strings, dtype=np.uint8)
+    depth = int(np.cumsum(np.isin(b, (91, 123)).astype(np.int64) - np.isin(b, (93, 125))).max())
+    remedy = "save the model in the booster's own format instead (LightGBM: the model text file)"
+    if depth > MAX_JSON_DEPTH:
+        raise ModelFormatError(
+            f"{path!r} nests JSON {depth} levels deep, more than the {MAX_JSON_DEPTH} treeinner "
+            f"reads; {remedy}."
+        )
+    out: dict[str, Any] = {}
+
+    def decode() -> None:
+        """Decode ``text`` into ``out`` (its error, if any, too)."""
+        try:
+            out["doc"] = json.loads(text)
+        except (RecursionError, ValueError) as e:
+            out["error"] = e
+
+    limit, stack = sys.getrecursionlimit(), threading.stack_size()
+    sys.setrecursionlimit(max(limit, 2 * depth + 1_000))
+    try:
+        threading.stack_size(32 * 2**20 + 2048 * depth)
+        try:
+            worker = threading.Thread(target=decode, name="treeinner-json")
+            worker.start()
+        finally:
+            threading.stack_size(stack)
+        worker.join()
+    except (ValueError, RuntimeError) as e:  # no thread with that stack on this platform
+        out["error"] = RecursionError(str(e))
+    finally:
+        sys.setrecursionlimit(limit)
+    if isinstance(out.get("error"), RecursionError):
+        raise ModelFormatError(
+            f"{path!r} nests JSON {depth} levels deep, more than this Python's JSON decoder "
+            f"allows; {remedy}."
+        )
+    if "error" in out:
+        raise out["error"]
+    _check_deep_links(path, out["doc"])
+    return out["doc"]
+
+
+#: how deep a JSON value may nest below its nearest tree-node link (``left_child`` or
+#: ``right_child``, the only nesting that grows with a tree's depth)
+_MAX_LOCAL_DEPTH = 64
+
+
+def _check_deep_links(path: str, doc: Any) -> None:
+    """A document decoded past the recursion limit may nest deeply only through the child
+    links of a tree's nodes (a LightGBM dump): any other deep value would overflow the stack
+    of whatever reads it next (a message's repr, a copy), so it is refused (iteratively)."""
+    stack: list[tuple[Any, int, str]] = [(doc, 0, "")]
+    while stack:
+        obj, local, where = stack.pop()
+        if local > _MAX_LOCAL_DEPTH:
+            raise ModelFormatError(
+                f"{path!r} nests JSON more than {_MAX_LOCAL_DEPTH} levels deep at {where or '/'} "
+                "outside a tree's child links: corrupt."
+            )
+        items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+        for key, value in items:
+            if isinstance(value, (dict, list)):
+                child = (
+                    0
+                    if key in ("left_child", "right_child") and isinstance(value, dict)
+                    else local + 1
+                )
+                stack.append((value, child, f"{where}/{key}" if len(where) < 200 else where))

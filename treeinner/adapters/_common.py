@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import _calls
 from .._errors import ModelFormatError
-from .._format import default_grad_params
+from .._format import OVA, SOFTMAX, default_grad_params
 from ..ensemble import TreeEnsemble
 from ._records import Conversion, KernelObjective, Parts, Tree
 
@@ -79,6 +79,13 @@ def gradient_fields(
         code, prm = kernel_objective(name, params, n_outputs, prm)
     except NotImplementedError as e:
         return {"grad_objective": -1, "grad_params": prm, "no_gradient": str(e)}
+    if n_outputs > 1 and code not in (SOFTMAX, OVA):  # multi-target (XGBoost num_target)
+        why = (
+            f"Objective {name!r} with {n_outputs} outputs (multi-target) has no per-row "
+            "gradient here: the gradient methods take one label per row. Prediction and "
+            "TreeSHAP are supported."
+        )
+        return {"grad_objective": -1, "grad_params": prm, "no_gradient": why}
     return {"grad_objective": int(code), "grad_params": prm, "no_gradient": ""}
 
 

@@ -1,7 +1,9 @@
 """A small, strict reader of Universal Binary JSON (the format of XGBoost ``.ubj`` models).
 
 Typed numeric arrays (``[$d#L...``) come back as NumPy arrays read in one step. Truncated or
-malformed input raises ``ValueError``; nesting is bounded.
+malformed input of any kind raises ``ModelFormatError`` (a ``ValueError``): counts are checked
+against the bytes left before anything is allocated, nesting is bounded, and the time taken is
+linear in the input.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class _Reader:
         """A reader at the start of ``buf``."""
         self.buf = buf
         self.pos = 0
+        self.short_length: int | None = None  # where a string length is not an int64
 
     def take(self, n: int) -> bytes:
         """The next ``n`` bytes (ValueError when the data ends first)."""
@@ -55,7 +58,10 @@ class _Reader:
         return n
 
     def string(self) -> str:
-        """A length-prefixed UTF-8 string."""
+        """A length-prefixed UTF-8 string (an object key too). Its length is an int64 (``L``):
+        XGBoost writes no other and reads no other."""
+        if self.buf[self.pos : self.pos + 1] != b"L" and self.short_length is None:
+            self.short_length = self.pos  # refused once the whole value is read
         try:
             return self.take(self.length()).decode("utf-8")
         except UnicodeDecodeError as e:
@@ -71,8 +77,12 @@ class _Reader:
             return self.string()
         if m == b"C":
             return self.take(1).decode("latin-1")
-        if m == b"H":
-            return float(self.string())
+        if m == b"H":  # a high-precision number, as text
+            text = self.string()
+            try:
+                return float(text)
+            except ValueError as e:
+                raise ModelFormatError(f"bad UBJSON high-precision number {text[:40]!r}") from e
         if m == b"Z":
             return None
         if m == b"T":
@@ -161,6 +171,13 @@ def loads(buf: bytes) -> Any:
     r = _Reader(bytes(buf))
     try:
         out = r.value(r.marker(), 0)
-    except (struct.error, KeyError, IndexError) as e:
-        raise ModelFormatError(f"corrupt UBJSON data: {e}") from e
+    except ModelFormatError:
+        raise
+    except (struct.error, KeyError, IndexError, ValueError, OverflowError, RecursionError) as e:
+        raise ModelFormatError(f"corrupt UBJSON data: {type(e).__name__}: {e}") from e
+    if r.short_length is not None:
+        raise ModelFormatError(
+            f"UBJSON string length at byte {r.short_length} is not an int64 ('L'), the only "
+            "length XGBoost reads"
+        )
     return out

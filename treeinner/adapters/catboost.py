@@ -47,8 +47,8 @@ import numpy as np
 from .. import _format as fmt
 from .._errors import InputError, InputTypeError, ModelFormatError, UnsupportedModelError
 from ..ensemble import TreeEnsemble, register_input_map
-from ._cb_categorical import CategoricalRouting, require_catboost
-from ._cb_trees import FeatureMap, bad, features, num, parse_trees
+from ._cb_categorical import CategoricalRouting, check_ctr_data, require_catboost
+from ._cb_trees import FeatureMap, array, bad, features, num, parse_trees
 from ._common import assemble, emit, library_of, pick
 from ._records import Booster, Conversion, Export, Objective, Overrides, Parts, Tree
 
@@ -112,7 +112,7 @@ def _json_export(model: Any) -> bytes:
 def from_export(exported: Export, given: Overrides) -> Conversion:
     """Convert what ``export`` serialized (warnings returned, not given)."""
     data = exported.data if exported.data[:1] == b"{" else _json_export(exported.model)
-    return _convert(json.loads(data.decode("utf-8")), given, exported.model)
+    return _convert(json.loads(data.decode("utf-8")), given, exported.model, own_export=True)
 
 
 def from_booster(
@@ -165,8 +165,10 @@ def from_json(
     reg_lambda : float, optional
         Overrides ``l2_leaf_reg`` read from ``model_info.params``.
     model : catboost.CatBoost, optional
-        The model the document was exported from (used for categorical splits; loaded from
-        the document when absent).
+        The model the document was exported from (routes the rows at the categorical splits
+        of oblivious trees; loaded from the document when absent, after a worker process has
+        checked that CatBoost can load it without crashing). Non-symmetric trees are always
+        routed by a model loaded from the document, whose leaf numbering is known.
 
     Returns
     -------
@@ -245,20 +247,24 @@ def _cbm_document(path: str, timeout: float = 300.0) -> dict:
 
 
 # ---------------------------------------------------------------------- phases
-def _convert(doc: Any, given: Overrides, model: Any) -> Conversion:
-    """Every phase, from the document to the assembled ensemble."""
+def _convert(doc: Any, given: Overrides, model: Any, own_export: bool = False) -> Conversion:
+    """Every phase, from the document to the assembled ensemble (``own_export``: the document
+    is CatBoost's own export of ``model``, in memory, not read from a file)."""
     if not isinstance(doc, dict) or not ("oblivious_trees" in doc or "trees" in doc):
         raise ModelFormatError("Not a CatBoost JSON model (no 'oblivious_trees' or 'trees').")
     try:
+        _all_finite(doc)
         h = _read_header(doc)
         parsed, symmetric = parse_trees(doc, h.k, h.fmap)
+        if h.fmap.ctrs or "ctr_data" in doc:
+            check_ctr_data(doc.get("ctr_data"), h.fmap)
         lr, lam, notes = _eta_l2(h.params, given)
         trees, groups, iterations = _per_output(parsed, h)
-        tl = h.params.get("tree_learner_options", {}) or {}
+        tl = _section(h.params, "tree_learner_options")
         grow = "SymmetricTree" if symmetric else tl.get("grow_policy", "Depthwise")
         routing = None
         if h.fmap.cat_cols:  # even if no split uses them, X carries their (string) values
-            routing = _routing_factory(doc, model, h, symmetric)
+            routing = _routing_factory(doc, model, h, symmetric, own_export)
         info = {"scale": h.scale, "l2_leaf_reg": float(lam), "grow_policy": grow}
         return assemble(
             Parts(
@@ -284,6 +290,21 @@ def _convert(doc: Any, given: Overrides, model: Any) -> Conversion:
         raise ModelFormatError(f"Corrupt CatBoost model: {type(e).__name__}: {e}") from e
 
 
+def _all_finite(doc: dict) -> None:
+    """Refuse NaN and infinities anywhere in the document (Python's JSON reader accepts them;
+    CatBoost's misreads them, and the fields around them)."""
+    stack: list[tuple[Any, tuple]] = [(doc, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, float) and not np.isfinite(node):
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)[1:]
+            raise bad(f"{where} is {node!r}; CatBoost writes finite numbers only.")
+        if isinstance(node, dict):
+            stack.extend((v, (*path, str(key))) for key, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, (*path, i)) for i, v in enumerate(node))
+
+
 class _Header(NamedTuple):
     """What the model document says besides the trees, checked."""
 
@@ -304,8 +325,9 @@ def _read_header(doc: dict) -> _Header:
     sb = doc.get("scale_and_bias", [1.0, [0.0]])
     if not isinstance(sb, list) or len(sb) != 2:
         raise bad("scale_and_bias is not [scale, [bias, ...]].")
-    scale = num(sb[0], "the scale")
-    bias = np.array([num(b, "the bias") for b in (sb[1] if isinstance(sb[1], list) else [sb[1]])])
+    scale = num(sb[0], "scale_and_bias[0] (the scale)")
+    biases = array(sb[1], "scale_and_bias[1] (the biases)")
+    bias = np.array([num(b, f"scale_and_bias[1][{i}] (a bias)") for i, b in enumerate(biases)])
     if not np.isfinite(scale) or scale <= 0:
         raise UnsupportedModelError(
             f"CatBoost models with scale {scale} (scale_and_bias) are not supported: only a "
@@ -345,6 +367,14 @@ def _params(doc: dict) -> dict:
     return p
 
 
+def _section(params: dict, name: str) -> dict:
+    """A section of ``model_info.params`` (an object; empty when absent)."""
+    sec = params.get(name, {})
+    if not isinstance(sec, dict):
+        raise bad(f"model_info.params.{name} is not an object.")
+    return sec
+
+
 def _loss(params: dict) -> tuple[str, dict]:
     """The loss function's name and parameters (numbers where they parse as numbers)."""
     lf = params.get("loss_function", {})
@@ -360,7 +390,12 @@ def _loss(params: dict) -> tuple[str, dict]:
             out[key] = float(v)
         except (TypeError, ValueError):
             out[key] = v
-    return str(lf.get("type", "RMSE")), out
+        if isinstance(out[key], float) and not np.isfinite(out[key]):
+            raise bad(f"model_info.params.loss_function parameter {key} is {v!r}.")
+    name = lf.get("type", "RMSE")
+    if not isinstance(name, str):
+        raise bad(f"model_info.params.loss_function.type is not a string ({name!r}).")
+    return name, out
 
 
 def _version(doc: dict) -> str:
@@ -376,14 +411,17 @@ def _version(doc: dict) -> str:
 
 def _eta_l2(params: dict, given: Overrides) -> tuple[float, float, list[str]]:
     """The learning rate and l2_leaf_reg: explicit > recorded > CatBoost's defaults (noted)."""
-    bo = params.get("boosting_options", {}) or {}
-    tl = params.get("tree_learner_options", {}) or {}
     out, notes = [], []
-    for key, opts, arg, explicit in (
-        ("learning_rate", bo, "learning_rate", given.learning_rate),
-        ("l2_leaf_reg", tl, "reg_lambda", given.reg_lambda),
+    for key, section, arg, explicit in (
+        ("learning_rate", "boosting_options", "learning_rate", given.learning_rate),
+        ("l2_leaf_reg", "tree_learner_options", "reg_lambda", given.reg_lambda),
     ):
-        recorded = num(opts[key], key) if explicit is None and key in opts else None
+        opts, recorded = _section(params, section), None
+        if explicit is None and key in opts:
+            what = f"model_info.params.{section}.{key}"
+            recorded = num(opts[key], what)
+            if recorded < 0 or (recorded == 0 and key == "learning_rate"):
+                raise bad(f"{what} is {recorded:g}; it must be positive.")
         note = (
             f"The CatBoost model does not record its {key}; assuming {_CB_DEFAULTS[key]:g}. "
             f"Pass {arg}= to set it."
@@ -396,8 +434,8 @@ def _eta_l2(params: dict, given: Overrides) -> tuple[float, float, list[str]]:
 
 def _inexact(h: _Header) -> list[str]:
     """Why node values from data will not reproduce the leaves exactly."""
-    bo = h.params.get("boosting_options", {}) or {}
-    tl = h.params.get("tree_learner_options", {}) or {}
+    bo = _section(h.params, "boosting_options")
+    tl = _section(h.params, "tree_learner_options")
     out = []
     method = tl.get("leaf_estimation_method", "Newton")
     iters = tl.get("leaf_estimation_iterations", 1)
@@ -410,13 +448,14 @@ def _inexact(h: _Header) -> list[str]:
         out.append(f"leaf_estimation_method={method!r} is not a Newton step")
     if isinstance(iters, (int, float)) and iters > 1:
         out.append(f"leaf_estimation_iterations={iters:g} > 1 refines the leaves")
-    if (bo.get("model_shrink_rate") or 0) != 0:
-        out.append(f"model_shrink_rate={bo['model_shrink_rate']:g} shrinks earlier trees")
+    shrink = bo.get("model_shrink_rate") or 0
+    if shrink and num(shrink, "model_info.params.boosting_options.model_shrink_rate"):
+        out.append(f"model_shrink_rate={shrink:g} shrinks earlier trees")
     if bo.get("posterior_sampling") or bo.get("langevin"):
         out.append("posterior sampling / Langevin boosting adds noise to the leaves")
     if tl.get("monotone_constraints"):
         out.append("monotone_constraints adjust the leaves")
-    dpo = h.params.get("data_processing_options", {}) or {}
+    dpo = _section(h.params, "data_processing_options")
     if dpo.get("class_weights") or dpo.get("auto_class_weights", "None") != "None":
         out.append("class weights are sample weights the reference data must carry")
     if h.objective not in _CODES:
@@ -459,13 +498,15 @@ def _per_output(parsed: list[dict], h: _Header) -> tuple[list[Tree], np.ndarray,
     return trees, np.array(groups, dtype=np.int64), np.array(iterations, dtype=np.int64)
 
 
-def _routing_factory(doc: dict, model: Any, h: _Header, symmetric: bool):
+def _routing_factory(doc: dict, model: Any, h: _Header, symmetric: bool, own_export: bool):
     """The input map factory (``_common.InputMapFactory``) of a model with categorical
     features: the routing, and the feature names with one column per categorical split."""
 
     def build(joined: dict[str, np.ndarray]) -> tuple[Any, list[str]]:
         """The routing built on the joined node arrays, and the names."""
-        routing = CategoricalRouting(doc, model, h.fmap, h.names, h.k, joined, symmetric)
+        routing = CategoricalRouting(
+            doc, model, h.fmap, h.names, h.k, joined, symmetric, own_export
+        )
         extra = [f"{routing.column_names[h.fmap.n_raw + j]}#{j}" for j in range(len(h.fmap.synth))]
         return routing, list(h.names) + extra
 

@@ -25,6 +25,7 @@ tree -> ``_learning_rates`` and ``_reg_lambda`` -> ``_param_inexact`` and ``_cat
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -35,6 +36,7 @@ from ..ensemble import TreeEnsemble
 from . import _lgb_dump, _lgb_stats, _lgb_text
 from ._common import assemble, cat_sets, emit, library_of, pick
 from ._lgb_records import LgbModel, LgbTree, bad
+from ._lgb_stats import TOKEN, header_int, number
 from ._records import Booster, Conversion, Export, Objective, Overrides, Parts, Tree
 
 __all__ = ["export", "from_booster", "from_document", "from_dump",
@@ -116,6 +118,49 @@ _CLIPPING = (
     ("max_delta_step", "clips leaf values"),
     ("path_smooth", "mixes parent values into the leaves"),
 )
+_INF = math.inf
+#: LightGBM's ranges of the numeric parameters treeinner reads (its config checks):
+#: (kind, low, low included, high, high included)
+_RANGES = {
+    "learning_rate": (float, 0.0, False, _INF, False),
+    "lambda_l1": (float, 0.0, True, _INF, False),
+    "lambda_l2": (float, 0.0, True, _INF, False),
+    "max_delta_step": (float, -_INF, False, _INF, False),
+    "path_smooth": (float, 0.0, True, _INF, False),
+    "bagging_fraction": (float, 0.0, False, 1.0, True),
+    "pos_bagging_fraction": (float, 0.0, False, 1.0, True),
+    "neg_bagging_fraction": (float, 0.0, False, 1.0, True),
+    "bagging_freq": (int, -_INF, False, _INF, False),
+    "cat_l2": (float, 0.0, True, _INF, False),
+    "max_cat_to_onehot": (int, 0, False, _INF, False),
+    "scale_pos_weight": (float, 0.0, False, _INF, False),
+    "sigmoid": (float, 0.0, False, _INF, False),
+    "alpha": (float, 0.0, False, _INF, False),
+    "fair_c": (float, 0.0, False, _INF, False),
+    "poisson_max_delta_step": (float, 0.0, False, _INF, False),
+    "tweedie_variance_power": (float, 1.0, True, 2.0, False),
+    "num_class": (int, 1, True, _INF, False),
+}
+#: boolean training parameters treeinner reads
+_FLAGS = ("boost_from_average", "is_unbalance", "reg_sqrt", "linear_tree", "use_quantized_grad")
+#: the parameters an objective's line in the model carries (LightGBM's ToString), all required
+_OBJ_PARAMS = {
+    "binary": ("sigmoid",),
+    "multiclass": ("num_class",),
+    "multiclassova": ("num_class", "sigmoid"),
+}
+#: objectives whose line may carry ``sqrt`` (reg_sqrt)
+_SQRT_OK = {
+    "regression",
+    "regression_l1",
+    "huber",
+    "fair",
+    "poisson",
+    "quantile",
+    "mape",
+    "gamma",
+    "tweedie",
+}
 #: training parameters kept in ``TreeEnsemble.params``, for information
 _KEPT = ("boosting", "learning_rate", "lambda_l2", "lambda_l1", "max_delta_step", "path_smooth",
          "bagging_fraction", "bagging_freq", "boost_from_average", "cat_l2",
@@ -215,82 +260,141 @@ class _Header(NamedTuple):
 
 
 def _read_header(m: LgbModel) -> _Header:
-    """The header phase: counts, objective (with its parameters) and feature names."""
+    """The header phase: counts, objective (with its parameters), feature names and infos, and
+    the training parameters' ranges."""
     header, params = m.header, m.params
-    try:
-        n_class = int(header.get("num_class", 1))
-        per_iter = int(header.get("num_tree_per_iteration", n_class))
-        max_feat = int(header["max_feature_idx"])
-    except KeyError as e:
-        raise bad(f"the header lacks {e}.") from None
-    except (TypeError, ValueError) as e:
-        raise bad(f"a header count is not an integer ({e}).") from None
-    if per_iter < 1 or n_class < 1 or max_feat < 0:
-        raise bad("num_class, num_tree_per_iteration and max_feature_idx must be positive.")
+    n_class = header_int(header, "num_class", lo=1)
+    per_iter = header_int(header, "num_tree_per_iteration", n_class, lo=1)
+    n_features = header_int(header, "max_feature_idx") + 1
     n_trees = len(m.trees)
     if n_trees == 0:
         raise ModelFormatError("The LightGBM model has no trees (was it trained for 0 rounds?).")
     if n_trees % per_iter:
         raise bad(f"{n_trees} trees is not a multiple of num_tree_per_iteration={per_iter}.")
-    objective, obj_params = _objective(str(header.get("objective", "regression")))
-    if objective in ("multiclass", "multiclassova") and "num_class" not in obj_params:
-        obj_params["num_class"] = n_class
+    if per_iter != n_class:
+        raise bad(f"num_tree_per_iteration={per_iter} differs from num_class={n_class}.")
+    objective, obj_params = _objective(header.get("objective"), n_class)
+    _check_params(params, objective)
     for key, default in (("poisson_max_delta_step", 0.7), ("tweedie_variance_power", 1.5)):
         if objective == key.split("_")[0]:
             obj_params[key] = _pfloat(params, key, default)
-    names, named = _names(header.get("feature_names"), max_feat + 1)
+    names, named = _names(header.get("feature_names"), n_features)
+    _check_feature_infos(header.get("feature_infos"), n_features)
     boosting = params.get("boosting", "gbdt")
-    return _Header(per_iter, max_feat + 1, objective, obj_params, boosting, names, named)
+    return _Header(per_iter, n_features, objective, obj_params, boosting, names, named)
 
 
-def _objective(text: str) -> tuple[str, dict[str, Any]]:
-    """The objective's canonical name and its ``key:value`` parameters."""
-    parts = text.split()
+def _objective(text: Any, n_class: int) -> tuple[str, dict[str, Any]]:
+    """The objective's canonical name and its ``key:value`` parameters, checked as LightGBM
+    checks them when it loads the model (no objective: a custom one)."""
+    if text is None:
+        return "custom", {}
+    parts = [p for p in str(text).split(" ") if p]
     if not parts:
         raise bad("the objective is empty.")
     name = _ALIASES.get(parts[0])
     if name is None:
         raise UnsupportedModelError(f"LightGBM objective {parts[0]!r} is not supported.")
+    if len(parts) > 1 and parts[0] != name:
+        raise bad(f"objective {text!r}: LightGBM reads parameters only after {name!r}.")
     params: dict[str, Any] = {}
     for p in parts[1:]:
-        if ":" in p:
-            k, v = p.split(":", 1)
-            try:
-                params[k] = float(v)
-            except ValueError:
-                params[k] = v
+        key, colon, value = p.partition(":")
+        if p == "sqrt" and name in _SQRT_OK and "sqrt" not in params:
+            params["sqrt"] = True
+        elif not colon or key not in _OBJ_PARAMS.get(name, ()) or key in params:
+            raise bad(f"objective {name}: {p!r} is not one of its parameters (or is repeated).")
         else:
-            params[p] = True
+            params[key] = _pfloat({key: value}, key, None, f"the objective's {key}")
+    for key in _OBJ_PARAMS.get(name, ()):
+        if key not in params:
+            raise bad(f"objective {name} lacks its {key} parameter (LightGBM refuses it).")
+    if "num_class" in params:
+        params["num_class"] = k = int(params["num_class"])
+        if k < 2 or k != n_class:
+            raise bad(
+                f"the objective's num_class is {k}; the header's num_class={n_class}, "
+                "and a multiclass model has at least two classes."
+            )
+    elif n_class != 1 and name != "custom":
+        raise bad(f"num_class={n_class} for objective {name}, which has one output.")
     return name, params
 
 
 def _names(names: Any, n_features: int) -> tuple[list[str], bool]:
-    """The feature names, and whether they are the model's own (not ``Column_i``)."""
+    """The feature names (as LightGBM splits them), and whether they are the model's own (not
+    ``Column_i``)."""
+    if names is None:
+        raise bad("the header lacks feature_names (truncated file?).")
     if isinstance(names, str):
-        names = names.split(" ")
-    names = list(names or [])
-    if names and len(names) != n_features:
-        raise bad(f"{len(names)} feature names for max_feature_idx={n_features - 1}.")
+        names = [v for v in names.split(" ") if v]
+    if not isinstance(names, list) or not all(isinstance(v, str) for v in names):
+        raise bad("feature_names is not a list of names.")
+    if len(names) != n_features:
+        raise bad(f"{len(names)} feature_names for max_feature_idx={n_features - 1}.")
     generated = [f"Column_{i}" for i in range(n_features)]
-    return (names or generated), bool(names) and names != generated
+    return names, names != generated
 
 
-def _pfloat(params: dict[str, str], key: str, default: float) -> float:
-    """A numeric training parameter (``default`` when absent)."""
+def _check_feature_infos(infos: Any, n_features: int) -> None:
+    """``feature_infos``: per feature ``none``, ``[min:max]`` or its categories ``a:b:c`` (text;
+    LightGBM refuses a file without it or with a wrong count), or the dump's objects."""
+    if isinstance(infos, dict):
+        for name, info in infos.items():
+            values = info.get("values", []) if isinstance(info, dict) else None
+            if not isinstance(values, list) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in values
+            ):
+                raise bad(f"feature_infos of {name!r} is not an object with integer values.")
+        return
+    if infos is None and n_features:
+        raise bad("the header lacks feature_infos (truncated file?).")
+    tokens = [v for v in str(infos).split(" ") if v]
+    if len(tokens) != n_features:
+        raise bad(f"{len(tokens)} feature_infos for max_feature_idx={n_features - 1}.")
+    for j, tok in enumerate(tokens):
+        if tok == "none" or re.fullmatch(r"-?\d{1,10}(?::-?\d{1,10})*", tok):
+            continue
+        lo, _, hi = tok[1:-1].partition(":")
+        pair = [TOKEN[float].fullmatch(v) for v in (lo, hi)]
+        if not (tok[:1] == "[" and tok[-1:] == "]" and all(pair) and float(lo) <= float(hi)):
+            raise bad(f"feature_infos[{j}] is {tok[:40]!r}, not none, [min:max] or categories.")
+
+
+def _pfloat(params: dict, key: str, default: Any, what: str = "") -> Any:
+    """A numeric training or objective parameter, checked strictly against LightGBM's range
+    for it (``_RANGES``); ``default`` when absent or empty."""
     v = params.get(key, "")
-    try:
-        return float(v) if v != "" else default
-    except ValueError:
-        raise bad(f"parameter {key}={v!r} is not a number.") from None
+    if v == "" and default is not None:
+        return default
+    kind, lo, lo_in, hi, hi_in = _RANGES.get(key, (float, -_INF, False, _INF, False))
+    what = what or f"parameter {key}"
+    x = number(v, kind, what)
+    if not ((x > lo or (lo_in and x == lo)) and (x < hi or (hi_in and x == hi))):
+        low = f"{key} {'>=' if lo_in else '>'} {lo:g}" if lo > -_INF else ""
+        high = f"{key} {'<=' if hi_in else '<'} {hi:g}" if hi < _INF else ""
+        need = " and ".join(t for t in (low, high) if t) or "a finite value"
+        raise bad(f"{what} is {v!r}; LightGBM needs {need}.")
+    return float(x) if kind is float else x
+
+
+def _check_params(params: dict[str, str], objective: str) -> None:
+    """Every training parameter treeinner reads or keeps, checked against LightGBM's ranges
+    (and the flags as booleans)."""
+    for key in _RANGES:
+        _pfloat(params, key, 0.0)
+    if objective == "quantile" and _pfloat(params, "alpha", 0.5) >= 1:
+        raise bad(f"parameter alpha is {params['alpha']!r}; quantile needs 0 < alpha < 1.")
+    for key in _FLAGS:
+        if str(params.get(key, "0")).lower() not in ("0", "1", "true", "false"):
+            raise bad(f"parameter {key} is {params[key]!r}, not a boolean (0 or 1).")
 
 
 # ---------------------------------------------------------------------- trees
-def _children(c: np.ndarray, index: int, n_in: int) -> np.ndarray:
-    """LightGBM's child codes (a split's index, or ``~leaf``) as node indices (leaves after
-    the splits)."""
+def _children(c: np.ndarray, n_in: int) -> np.ndarray:
+    """LightGBM's child codes (a split's index, or ``~leaf``; checked by the readers) as node
+    indices (leaves after the splits)."""
     c = np.asarray(c, dtype=np.int64)
-    if np.any((c >= n_in) | (c < -(n_in + 1)) | (c == 0)):
-        raise bad(f"tree {index} has a child index outside the tree.")
     return np.where(c >= 0, c, n_in + ~c)
 
 
@@ -303,7 +407,7 @@ def _zero_band(thr: np.ndarray, numeric: np.ndarray) -> np.ndarray:
     return np.where(band_pos, K_ZERO, thr)
 
 
-def _tree_arrays(t: LgbTree, index: int, n_features: int) -> Tree:
+def _tree_arrays(t: LgbTree, index: int) -> Tree:
     """The trees phase, one tree in our layout: splits 0..L-2 (LightGBM's split indices), then
     the leaves. ``cover``/``count`` hold the leaf weights and counts (inner nodes 0) and
     ``gain`` the stored split gains, until ``_statistics`` rebuilds them."""
@@ -312,10 +416,8 @@ def _tree_arrays(t: LgbTree, index: int, n_features: int) -> Tree:
     inner = np.arange(n) < n_in
     left, right, feat = (np.full(n, -1, dtype=np.int64) for _ in range(3))
     if n_in:
-        left[:n_in] = _children(t.left_child, index, n_in)
-        right[:n_in] = _children(t.right_child, index, n_in)
-        if np.any((t.split_feature < 0) | (t.split_feature >= n_features)):
-            raise bad(f"tree {index} splits on a feature outside [0, {n_features}).")
+        left[:n_in] = _children(t.left_child, n_in)
+        right[:n_in] = _children(t.right_child, n_in)
         feat[:n_in] = t.split_feature
     cat = np.zeros(n, dtype=bool)
     cat[:n_in] = t.categorical
@@ -346,11 +448,15 @@ def _tree_arrays(t: LgbTree, index: int, n_features: int) -> Tree:
     )
 
 
-def _linear_leaves(trees: list[LgbTree], n_features: int) -> fmt.LinearLeaves | None:
+def _linear_leaves(trees: list[LgbTree], spans: np.ndarray) -> fmt.LinearLeaves | None:
     """The linear leaf models of linear trees, as the ensemble's ``linear_leaves``:
     per leaf with a linear model, its tree, leaf number, ``delta`` = leaf_const - leaf_value
     (so that value + delta + sum coeff x is the leaf's output whatever intercept the adapter
-    moves out of the value), and its features and coefficients (flat, with offsets)."""
+    moves out of the value), and its features and coefficients (flat, with offsets).
+
+    value + delta must give leaf_const to double precision at the scale of the leaf's outputs
+    (``spans``: each feature's largest training magnitude): a leaf_value far larger than them
+    would round leaf_const away."""
     if not any(t.is_linear for t in trees):
         return None
     out: dict[str, list] = {"tree": [], "leaf": [], "delta": [], "ptr": [0], "features": [],
@@ -360,11 +466,16 @@ def _linear_leaves(trees: list[LgbTree], n_features: int) -> fmt.LinearLeaves | 
             continue
         for k in range(t.num_leaves):
             f = np.asarray(t.linear.features[k], dtype=np.int64)
-            if np.any((f < 0) | (f >= n_features)):
-                raise bad(f"linear tree {i} uses a feature outside [0, {n_features}).")
-            delta = float(t.linear.const[k]) - float(t.leaf_value[k])
+            v, c = float(t.leaf_value[k]), float(t.linear.const[k])
+            delta = c - v
             if not np.isfinite(delta) or not np.all(np.isfinite(t.linear.coeff[k])):
-                raise bad(f"linear tree {i} has a non-finite linear leaf.")
+                raise bad(f"linear tree {i} leaf {k} has a non-finite linear model.")
+            scale = abs(c) + float(np.abs(t.linear.coeff[k]) @ spans[f])
+            if abs((v + delta) - c) > 1e-12 * scale:
+                raise bad(
+                    f"linear tree {i} leaf {k}: leaf_value {v:g} is too far from leaf_const "
+                    f"{c:g} for double precision at the scale of the leaf's outputs ({scale:g})."
+                )
             out["tree"].append(i)
             out["leaf"].append(k)
             out["delta"].append(delta)
@@ -526,6 +637,15 @@ def _intercept(h: _Header, m: LgbModel, tree: Tree, lr: float, lam: float) -> fl
     return float("nan")  # the intercept is no zero-gradient point: leave it in the tree
 
 
+def _moves_exactly(tree: Tree, init: float) -> bool:
+    """Whether moving ``init`` out of ``tree``'s leaves and back into the base margin keeps
+    every leaf value to 1e-12 of the leaves' scale: an intercept far beyond it (pulled by an
+    outlying leaf value) would round the other leaves' values, and is left in the tree."""
+    leaves = tree.value[_lgb_stats.n_inner(tree) :]
+    scale = 1.0 + float(np.median(np.abs(leaves)))
+    return bool(np.all(np.abs((leaves - init) + init - leaves) <= 1e-12 * scale))
+
+
 def _statistics(
     h: _Header,
     m: LgbModel,
@@ -546,7 +666,7 @@ def _statistics(
     base = np.zeros(h.per_iter)
     for k in np.flatnonzero(first_bias[: h.per_iter]):
         init = _intercept(h, m, trees[k], lrs[k], lam)
-        if np.isfinite(init):
+        if np.isfinite(init) and _moves_exactly(trees[k], init):
             base[k] = init
             n_in = _lgb_stats.n_inner(trees[k])
             trees[k].value[n_in:] -= init
@@ -557,18 +677,25 @@ def _statistics(
             inexact.append("is_unbalance label weights could not be recovered")
     for i, t in enumerate(trees):
         if not inexact and np.all(np.isfinite(t.cover)):
-            trees[i] = t._replace(gain=_lgb_stats.recomputed_gain(t, orders[i], lrs[i], lam))
+            gain = _lgb_stats.recomputed_gain(t, orders[i], lrs[i], lam)
+            if not np.all(np.isfinite(gain)):
+                k = int(np.flatnonzero(~np.isfinite(gain))[0])
+                raise bad(
+                    f"tree {i} split {k}: the split gain rebuilt from the leaf values is "
+                    f"{gain[k]:g} (leaf values up to {np.abs(t.value).max():g} overflow it)."
+                )
+            trees[i] = t._replace(gain=gain)
     return trees, base
 
 
 def _build(m: LgbModel, given: Overrides) -> Conversion:
     """Every phase, from the parsed model to the assembled ensemble."""
     h = _read_header(m)
-    linear = _linear_leaves(m.trees, h.n_features)
+    linear = _linear_leaves(m.trees, _spans(m.header.get("feature_infos"), h.n_features))
     lrs, first_bias, notes = _learning_rates(h, m, given.learning_rate)
     lam, more = _reg_lambda(m.params, given.reg_lambda)
     inexact = _param_inexact(h, m, linear)
-    trees = [_tree_arrays(t, i, h.n_features) for i, t in enumerate(m.trees)]
+    trees = [_tree_arrays(t, i) for i, t in enumerate(m.trees)]
     inexact += _cat_l2_inexact(m, h.n_features, trees)
     trees, base = _statistics(h, m, trees, lrs, lam, first_bias, inexact)
     n_trees = len(trees)
@@ -599,10 +726,23 @@ def _build(m: LgbModel, given: Overrides) -> Conversion:
 def _feature_infos(infos: Any) -> list[Any]:
     """``feature_infos`` as a list (text: space-separated; dump: an object by feature)."""
     if isinstance(infos, str):
-        return infos.split(" ")
+        return [v for v in infos.split(" ") if v]
     if isinstance(infos, dict):
         return list(infos.values())
     return []
+
+
+def _spans(infos: Any, n_features: int) -> np.ndarray:
+    """Each feature's largest training magnitude, max(|min|, |max|) from feature_infos (1 where
+    it records none)."""
+    out = np.ones(n_features)
+    for j, info in enumerate(_feature_infos(infos)[:n_features]):
+        if isinstance(info, dict):
+            info = f"[{info.get('min_value')}:{info.get('max_value')}]"
+        lo, _, hi = str(info)[1:-1].partition(":")
+        if str(info).startswith("[") and TOKEN[float].fullmatch(lo) and TOKEN[float].fullmatch(hi):
+            out[j] = max(abs(float(lo)), abs(float(hi)), 1e-300)
+    return out
 
 
 def _category_counts(infos: Any, n_features: int) -> dict[int, int]:
@@ -633,7 +773,7 @@ def _categories(
         cat_feats = []
     if len(cat_feats) != len(pandas_categorical) or not all(0 <= j < n_features for j in cat_feats):
         cat_feats = sorted(_category_counts(infos, n_features))
-    if len(cat_feats) != len(pandas_categorical):
+    if len(cat_feats) != len(pandas_categorical):  # e.g. ordered categoricals (read as codes)
         return {}
     out = {}
     for j, cats in zip(cat_feats, pandas_categorical):

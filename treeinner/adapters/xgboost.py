@@ -10,6 +10,14 @@ Phases: ``_read_header`` (booster kind, outputs, objective, base margin, tree la
 ``_parse_tree`` for every tree -> ``_feature_names`` -> ``_eta_lambda`` (recovered, read from
 the configuration or assumed) and ``_inexact`` (the objective's and options' conventions) ->
 ``assemble``.
+
+Validation: the document is refused when it is loaded (``Corrupt``, naming the field, the tree
+and the node) wherever XGBoost refuses it, crashes on it, or would give other numbers than
+treeinner: parameters are integers in strings (``_param_int``), arrays have the element types
+XGBoost's reader takes (``_field``; typed UBJSON arrays their exact types), node statistics are
+finite (hessian sums >= 0, > 0 at splits), flags are 0/1, children, parents and deleted-node
+counts agree, categorical splits and the ``cats`` block are consistent, and tree counts agree
+with ``num_trees``, ``tree_info`` and ``iteration_indptr``.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import ctypes
 import ctypes.util
 import json
 import math
+import re
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -185,11 +194,12 @@ def _convert(doc: Any, config: dict | None, given: Overrides) -> Conversion:
     try:
         h = _read_header(doc, config)
         parsed = [
-            _parse_tree(t, float(w) if h.booster == "dart" else None, float(h.base[g]))
-            for t, w, g in zip(h.trees, h.weights, h.tree_group)
-        ]
+            _parse_tree(t, i, h.n_features, float(w) if h.booster == "dart" else None,
+                        float(h.base[g]))
+            for i, (t, w, g) in enumerate(zip(h.trees, h.weights, h.tree_group))
+        ]  # fmt: skip
         trees = [t for t, _ in parsed]
-        names, named = _feature_names(doc["learner"], h.n_features, trees)
+        names, named = _feature_names(doc["learner"], h.n_features)
         etas, lam, notes = _eta_lambda(h, [s for _, s in parsed], given)
         return assemble(
             Parts(
@@ -212,7 +222,7 @@ def _convert(doc: Any, config: dict | None, given: Overrides) -> Conversion:
             )
         )
     except _CORRUPT_ERRORS as e:
-        raise _bad(f"{type(e).__name__}: {e}") from e
+        raise _bad(f"a field is missing or of the wrong kind ({type(e).__name__}: {e}).") from e
 
 
 # ---------------------------------------------------------------------- header
@@ -238,87 +248,229 @@ def _read_header(doc: dict, config: dict | None) -> _Header:
     """The header phase: booster kind, outputs, objective, configuration, tree layout and base
     margin (checked against each other)."""
     learner = doc["learner"]
-    version = ".".join(str(int(v)) for v in np.asarray(doc.get("version", [])).tolist())
-    booster, model, trees, weights = _booster_section(learner["gradient_booster"])
-    mp = learner["learner_model_param"]
-    num_class = _int(mp, "num_class", 0)
-    n_outputs = max(num_class, _int(mp, "num_target", 1), 1)
-    n_features = _int(mp, "num_feature", 0)
-    objective = learner.get("objective", {}).get("name", "reg:squarederror")
-    if objective not in _BASE_LINK:
-        raise UnsupportedModelError(f"XGBoost objective {objective!r} is not supported.")
+    version = ".".join(str(v) for v in _version(doc.get("version")))
+    gb = _section(learner, "gradient_booster", "learner")
+    booster, model, trees, weights = _booster_section(gb)
+    mp = _section(learner, "learner_model_param", "learner")
+    _section(learner, "attributes", "learner")  # XGBoost requires it
+    num_class = _param_int(mp, "num_class", "learner_model_param", None, 0)
+    num_target = _param_int(mp, "num_target", "learner_model_param", 1, 1)
+    _param_int(mp, "boost_from_average", "learner_model_param", 1, 0)
+    n_outputs = max(num_class, num_target, 1)
+    n_features = _param_int(mp, "num_feature", "learner_model_param", None, 0)
+    objective = _objective_name(learner)
     cfg = _config_params(config)
     if cfg.get("multi_strategy", "one_output_per_tree") != "one_output_per_tree":
         raise UnsupportedModelError(
             f"XGBoost multi_strategy={cfg['multi_strategy']!r} (vector leaves) is not supported."
         )
     group, iteration = _tree_layout(model, len(trees), n_outputs)
-    obj_params = _objective_params(learner.get("objective", {}))
+    obj_params = _objective_params(learner["objective"])
+    if (num_class > 1) != objective.startswith("multi:"):
+        raise _bad(
+            f"learner_model_param.num_class is {num_class}, but objective {objective} "
+            f"{'needs num_class >= 2' if num_class <= 1 else 'has no classes'} (the outputs "
+            "do not match the objective)."
+        )
+    if objective.startswith("multi:"):
+        sm = _section(learner["objective"], "softmax_multiclass_param", "learner.objective")
+        where = "learner.objective.softmax_multiclass_param"
+        if _param_int(sm, "num_class", where, None, 1) != num_class:
+            raise _bad(f"{where}.num_class is {sm['num_class']!r}, not num_class {num_class}.")
     if n_outputs > 1 and num_class > 1:
         obj_params["num_class"] = num_class
-    score = _parse_base_score(mp.get("base_score", "0.5"))
+    if "base_score" not in mp:
+        raise _bad("learner_model_param.base_score is missing.")
+    score = _parse_base_score(mp["base_score"])
     base = _base_margin(score, _BASE_LINK[objective], n_outputs)
     return _Header(version, booster, model, trees, weights, n_outputs, n_features, objective,
                    obj_params, cfg, group, iteration, base)  # fmt: skip
 
 
+def _version(v: Any) -> list[int]:
+    """The model's ``version`` (three non-negative integers, as XGBoost requires)."""
+    ver = _field(v, "version", "int")
+    if ver.shape != (3,) or np.any(ver < 0):
+        raise _bad(f"version {ver.tolist()} is not [major, minor, patch].")
+    return ver.tolist()
+
+
+def _section(parent: dict, key: str, where: str) -> dict:
+    """A required object-valued field."""
+    sec = parent.get(key)
+    if not isinstance(sec, dict):
+        what = "missing" if sec is None else f"a {type(sec).__name__}, not an object"
+        raise _bad(f"{where}.{key} is {what}.")
+    return sec
+
+
+def _objective_name(learner: dict) -> str:
+    """The objective's name (required, as XGBoost requires it), refused when unsupported."""
+    name = _section(learner, "objective", "learner").get("name")
+    if not isinstance(name, str):
+        raise _bad(f"learner.objective.name is {name!r}, not a string.")
+    if name not in _BASE_LINK:
+        raise UnsupportedModelError(f"XGBoost objective {name!r} is not supported.")
+    return name
+
+
 def _booster_section(gb: dict) -> tuple[str, dict, list, np.ndarray]:
     """The booster kind, the section holding the trees, the trees and their DART weights."""
-    name = gb.get("name", "gbtree")
+    name = gb.get("name")
+    if not isinstance(name, str):
+        raise _bad(f"learner.gradient_booster.name is {name!r}, not a string.")
     if name == "gblinear":
         raise UnsupportedModelError("XGBoost booster='gblinear' has no trees to explain.")
     if name not in ("gbtree", "dart"):
         raise UnsupportedModelError(f"XGBoost booster={name!r} is not supported.")
-    model = gb["gbtree"]["model"] if name == "dart" else gb["model"]
+    where, holder = "gradient_booster", gb
+    if name == "dart":  # DART wraps a gbtree booster
+        holder, where = _section(gb, "gbtree", where), "gradient_booster.gbtree"
+        if holder.get("name") != "gbtree":
+            raise _bad(f"{where}.name is {holder.get('name')!r}, not 'gbtree'.")
+    model = _section(holder, "model", where)
     trees = model["trees"]
+    if not isinstance(trees, list):
+        raise _bad(f"trees is a {type(trees).__name__}, not an array.")
     n_trees = len(trees)
     if n_trees == 0:
         raise ModelFormatError("The XGBoost model has no trees (was it trained for 0 rounds?).")
     weights = np.ones(n_trees)
     if name == "dart":
         # XGBoost keeps the weights in float32; a JSON file prints them in decimal
-        weights = np.asarray(gb.get("weight_drop", weights), dtype=np.float32).astype(np.float64)
-        if weights.shape != (n_trees,):
-            raise _bad("weight_drop does not match the trees.")
+        weights = _field(gb.get("weight_drop"), "weight_drop", "float", n_trees)
+        bad = np.flatnonzero(~np.isfinite(weights) | (weights < 0))
+        if bad.size:
+            raise _bad(
+                f"tree {bad[0]}: weight_drop is {float(weights[bad[0]])!r}; DART tree weights "
+                "are finite and >= 0."
+            )
+        weights = weights.astype(np.float64)
     return name, model, trees, weights
 
 
 def _tree_layout(model: dict, n_trees: int, n_outputs: int) -> tuple[np.ndarray, np.ndarray]:
-    """The output and the boosting round of every tree."""
-    tree_info = np.asarray(model.get("tree_info", np.zeros(n_trees)), dtype=np.int64)
-    if tree_info.shape != (n_trees,):
-        raise _bad("tree_info does not match the trees.")
-    if np.any(tree_info < 0) or np.any(tree_info >= n_outputs):
-        raise _bad("tree_info names an output that does not exist.")
+    """The output and the boosting round of every tree; ``num_trees``, ``tree_info`` and
+    ``iteration_indptr`` checked against the trees."""
+    gp = _section(model, "gbtree_model_param", "model")
+    declared = _param_int(gp, "num_trees", "gbtree_model_param", None, 0)
+    if declared != n_trees:
+        raise _bad(f"gbtree_model_param.num_trees is {declared} but the model has {n_trees} trees.")
+    npt = _param_int(gp, "num_parallel_tree", "gbtree_model_param", 1, 1)
+    tree_info = _field(model.get("tree_info"), "tree_info", "int", n_trees)
+    bad = np.flatnonzero((tree_info < 0) | (tree_info >= n_outputs))
+    if bad.size:
+        raise _bad(
+            f"tree {bad[0]}: tree_info is {tree_info[bad[0]]}; tree_info names an output that "
+            f"does not exist (the model has {n_outputs})."
+        )
     indptr = model.get("iteration_indptr")
+    if indptr is not None:
+        indptr = _field(indptr, "iteration_indptr", "int")
     if indptr is not None and len(indptr) >= 2:
-        indptr = np.asarray(indptr, dtype=np.int64)
         if indptr[0] != 0 or indptr[-1] != n_trees or np.any(np.diff(indptr) < 0):
-            raise _bad("iteration_indptr does not match the trees.")
+            raise _bad(
+                f"iteration_indptr does not match the trees (it must rise from 0 to {n_trees})."
+            )
         return tree_info, np.searchsorted(indptr, np.arange(n_trees), side="right") - 1
-    npt = int(model.get("gbtree_model_param", {}).get("num_parallel_tree", 1))
-    return tree_info, np.arange(n_trees) // max(1, npt * n_outputs)
+    return tree_info, np.arange(n_trees) // (npt * n_outputs)
 
 
-def _int(d: dict, key: str, default: int) -> int:
-    """An integer field of ``learner_model_param``."""
-    try:
-        return int(d.get(key, default))
-    except (TypeError, ValueError) as e:
-        raise _bad(f"{key}={d.get(key)!r} is not an integer.") from e
+_INT_TEXT = re.compile(r"\s*[+-]?\d+\s*")
+
+
+def _param_int(d: dict, key: str, where: str, default: int | None, minimum: int) -> int:
+    """An integer parameter, stored as a string as XGBoost writes (and requires) it; refused,
+    naming ``where.key``, when missing (``default`` None), not an integer or below ``minimum``."""
+    if key not in d:
+        if default is None:
+            raise _bad(f"{where}.{key} is missing.")
+        return default
+    v = d[key]
+    if not isinstance(v, str) or not _INT_TEXT.fullmatch(v):
+        raise _bad(f"{where}.{key} is {v!r}, not an integer (in a string, as XGBoost writes it).")
+    out = int(v)
+    if out < minimum:
+        raise _bad(f"{where}.{key} is {out}; it must be >= {minimum}.")
+    return out
+
+
+#: JSON element types as XGBoost's reader requires them: (Python types, NumPy kinds)
+_ELEMENT = {
+    "int": ((int, np.integer), "iu"),
+    "int64": ((int, np.integer), "iu"),  # not limited to int32: numeric categories
+    "float": ((float, np.floating), "f"),
+    "flag": ((int, np.integer, bool, np.bool_), "iub"),  # default_left: integers or booleans
+}
+_INT_LIMIT = 2**31  # XGBoost's integer arrays are int32
+
+
+def _field(value: Any, name: str, kind: str, n: int | None = None) -> np.ndarray:
+    """An array field as a 1-D array (int64 for ``kind`` "int"/"flag", float32 for "float"),
+    refused, naming ``name``, when it is missing, not an array, of another element type than
+    XGBoost's reader takes (it refuses 1 in a float array and 1.0 in an integer one), out of
+    the int32 range, or not of length ``n``."""
+    if value is None:
+        raise _bad(f"{name} is missing.")
+    types, kinds = _ELEMENT[kind]
+    limit = 2.0**63 if kind == "int64" else _INT_LIMIT
+    if isinstance(value, np.ndarray):
+        ok = value.ndim == 1 and value.dtype.kind in kinds
+        a = value
+    elif isinstance(value, list):
+        found = set(map(type, value))
+        ok = all(issubclass(t, types) for t in found)
+        if kind != "flag" and found & {bool, np.bool_}:
+            ok = False
+        a = np.asarray(value) if ok else None
+        if not ok and not all(issubclass(t, (int, float, np.number)) for t in found):
+            raise _bad(f"{name} is not numeric (it holds {sorted(t.__name__ for t in found)}).")
+    else:
+        raise _bad(f"{name} is a {type(value).__name__}, not an array.")
+    if not ok:
+        raise _bad(f"{name} does not hold {'numbers' if kind == 'float' else 'integers'} only.")
+    if kind == "float":
+        with np.errstate(over="ignore"):
+            out = a.astype(np.float32)
+    elif a.size and (a.dtype == object or np.max(np.abs(a.astype(np.float64))) >= limit):
+        raise _bad(f"{name} holds an integer outside the {kind} range.")
+    else:
+        out = a.astype(np.int64)
+    if n is not None and out.shape[0] != n:
+        raise _bad(f"{name} has the wrong length ({out.shape[0]} values for {n}).")
+    return out
 
 
 def _objective_params(obj: dict) -> dict[str, Any]:
     """The objective's parameters (numbers where they parse as numbers)."""
     out: dict[str, Any] = {}
-    for sub in obj.values():
+    for key, sub in obj.items():
+        if key != "name" and not (
+            isinstance(sub, dict) and all(isinstance(v, str) for v in sub.values())
+        ):
+            raise _bad(f"learner.objective.{key} is {sub!r}, not an object of string parameters.")
         if isinstance(sub, dict):
             for k, v in sub.items():
                 try:
                     out[k] = float(v)
                 except (TypeError, ValueError):
                     out[k] = v
+                lo, hi = _NUMERIC_PARAMS.get(k, (None, None))
+                x = out[k]
+                if lo is not None and not (isinstance(x, float) and math.isfinite(x)):
+                    raise _bad(f"learner.objective.{key}.{k} is {v!r}, not a finite number.")
+                if lo is not None and not lo <= x <= hi:
+                    raise _bad(f"learner.objective.{key}.{k} is {v!r}; XGBoost takes [{lo}, {hi}].")
     return out
+
+
+#: objective parameters the gradients read, and the ranges XGBoost accepts
+_NUMERIC_PARAMS = {
+    "scale_pos_weight": (0.0, math.inf),
+    "tweedie_variance_power": (1.0, 2.0),
+    "huber_slope": (-math.inf, math.inf),
+    "max_delta_step": (0.0, math.inf),
+}  # fmt: skip
 
 
 def _config_params(config: dict | None) -> dict[str, Any]:
@@ -383,71 +535,208 @@ def _base_margin(base_score: list[float], link: str, n_outputs: int) -> np.ndarr
                 m = p
             out[i] = float(m)
     if not np.all(np.isfinite(out)):
-        raise ModelFormatError(f"XGBoost base_score {base_score} gives a non-finite base margin.")
+        raise _bad(
+            f"learner_model_param.base_score {base_score} gives a non-finite base margin "
+            f"through the objective's {link} link."
+        )
     return out
 
 
 def _parse_base_score(s: Any) -> list[float]:
-    """``base_score`` as stored: a number, or a string of one or a bracketed list."""
-    if isinstance(s, (int, float)):
-        return [float(s)]
-    s = str(s).strip()
-    if s.startswith("["):
-        s = s[1:-1]
+    """``base_score`` as XGBoost writes it: a string holding a JSON number or an array of them
+    (XGBoost refuses anything else, e.g. a bare number, ``.5``, ``nan``)."""
+
+    def refuse(_: str) -> None:
+        """``NaN`` and ``Infinity``: XGBoost's JSON has no such numbers."""
+        raise ValueError("not a number")
+
     try:
-        return [float(v) for v in s.split(",") if v.strip()]
-    except ValueError as e:
-        raise _bad(f"base_score {s!r}.") from e
+        if not isinstance(s, str):
+            raise ValueError("not a string")
+        v = json.loads(s, parse_constant=refuse)
+        vals = v if isinstance(v, list) else [v]
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vals):
+            raise ValueError("not a number")
+    except ValueError as e:  # json.JSONDecodeError too
+        raise _bad(
+            f"learner_model_param.base_score is {s!r}, not a number or an array of numbers "
+            "in a string."
+        ) from e
+    return [float(x) for x in vals]
 
 
 # ---------------------------------------------------------------------- categories
+_CAT_KEYS = ("enc", "feature_segments", "sorted_idx")
+
+
 def _parse_categories(model: dict, n_features: int) -> dict[int, list]:
-    """The training categories of each categorical feature (XGBoost >= 3 stores them)."""
-    cats = model.get("cats")
-    if not isinstance(cats, dict):
+    """The training categories of each categorical feature (XGBoost >= 3 stores them in
+    ``cats``; pandas input is recoded by them). The block is checked whole: one encoding per
+    feature, ``feature_segments`` counting their categories, ``sorted_idx`` sorting each
+    feature's categories (XGBoost looks categories up by it)."""
+    if "cats" not in model:
         return {}
+    cats = _section(model, "cats", "model")
+    enc = cats.get("enc")
+    for key in _CAT_KEYS:
+        if key not in cats:
+            raise _bad(f"cats.{key} is missing.")
+    if (
+        isinstance(enc, list)
+        and not enc
+        and not any(_field(cats[k], f"cats.{k}", "int").size for k in _CAT_KEYS[1:])
+    ):
+        return {}  # no categorical features: XGBoost writes an empty block
+    if not isinstance(enc, list) or len(enc) != n_features:
+        got = f"{len(enc)} entries" if isinstance(enc, list) else repr(type(enc).__name__)
+        raise _bad(f"cats.enc has {got}; it needs one per feature ({n_features}).")
+    segs = _field(cats.get("feature_segments"), "cats.feature_segments", "int", n_features + 1)
+    order = _field(cats.get("sorted_idx"), "cats.sorted_idx", "int")
+    if segs[0] != 0 or np.any(np.diff(segs) < 0) or segs[-1] != order.shape[0]:
+        raise _bad(
+            f"cats.feature_segments {segs.tolist()} does not rise from 0 to the length of "
+            f"cats.sorted_idx ({order.shape[0]})."
+        )
     out: dict[int, list] = {}
-    for j, enc in enumerate(cats.get("enc", [])[:n_features]):
-        if not isinstance(enc, dict):
-            continue
-        values = np.asarray(enc.get("values", []))
-        if "offsets" in enc:
-            offsets = np.asarray(enc["offsets"], dtype=np.int64)
-            if offsets.size > 1:
-                raw = bytes(values.astype(np.uint8).tolist())
-                out[j] = [raw[a:b].decode("utf-8") for a, b in zip(offsets[:-1], offsets[1:])]
-        elif values.size:
-            out[j] = [v.item() if hasattr(v, "item") else v for v in values]
-            out[j] = [int(v) if isinstance(v, float) and v.is_integer() else v for v in out[j]]
+    for j, e in enumerate(enc):
+        values, keys = _encoding(e, f"cats.enc[{j}]")
+        if segs[j + 1] - segs[j] != len(values):
+            raise _bad(
+                f"feature {j}: cats.enc[{j}] has {len(values)} categories but "
+                f"cats.feature_segments gives it {segs[j + 1] - segs[j]}."
+            )
+        idx = order[segs[j] : segs[j + 1]]
+        if not np.array_equal(np.sort(idx), np.arange(idx.size)) or any(
+            keys[a] >= keys[b] for a, b in zip(idx[:-1], idx[1:])
+        ):
+            raise _bad(
+                f"feature {j}: cats.sorted_idx {idx.tolist()} does not sort the categories of "
+                f"cats.enc[{j}] (they must be distinct; XGBoost looks them up by this order)."
+            )
+        if values:
+            out[j] = values
     return out
 
 
-# ---------------------------------------------------------------------- trees
-def _arr(tree: dict, key: str, dtype: Any, n: int | None = None) -> np.ndarray:
-    """A tree field as a 1-D array of ``dtype`` (of length ``n`` when given)."""
-    if key not in tree:
-        raise _bad(f"a tree lacks {key!r}.")
-    a = np.asarray(tree[key])
+#: ``cats.enc[j].type`` codes of integer categories (XGBoost also knows 7 and 8, floating
+#: point, which pandas input cannot have: refused)
+_CAT_TYPES = range(9, 17)
+
+
+def _encoding(e: Any, name: str) -> tuple[list, list]:
+    """One feature's categories (strings, or numbers) and their sort keys in XGBoost's order
+    (strings by signed bytes, as XGBoost compares them); none for a numeric feature."""
+    if not isinstance(e, dict):
+        raise _bad(f"{name} is a {type(e).__name__}, not an object.")
+    if "offsets" not in e:
+        if type(e.get("type")) is not int or e["type"] not in _CAT_TYPES:
+            raise _bad(
+                f"{name}.type is {e.get('type')!r}; integer categories have types "
+                f"{_CAT_TYPES.start} to {_CAT_TYPES.stop - 1}."
+            )
+        out = _field(e.get("values"), f"{name}.values", "int64").tolist()
+        return out, out
+    offsets = _field(e.get("offsets"), f"{name}.offsets", "int")
+    raw = _field(e.get("values"), f"{name}.values", "int")
+    if offsets.size == 0 and raw.size == 0:
+        return [], []
+    if (
+        offsets.size < 2 or offsets[0] != 0 or np.any(np.diff(offsets) < 0)
+        or offsets[-1] != raw.size or np.any((raw < -128) | (raw > 255))
+    ):  # fmt: skip
+        raise _bad(
+            f"{name}.offsets {offsets.tolist()[:8]} do not split {name}.values ({raw.size} "
+            "bytes) into strings."
+        )
+    data = bytes((raw & 0xFF).tolist())
+    words = [data[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
     try:
-        a = a.astype(dtype)
-    except (TypeError, ValueError) as e:
-        raise _bad(f"tree field {key!r} is not numeric.") from e
-    if a.ndim != 1 or (n is not None and a.shape[0] != n):
-        raise _bad(f"tree field {key!r} has the wrong length.")
+        values = [w.decode("utf-8") for w in words]
+    except UnicodeDecodeError as err:
+        raise _bad(f"{name}.values is not valid UTF-8 ({err}).") from err
+    if any(b"\x00" in w for w in words):  # XGBoost's C strings end there
+        raise _bad(f"{name}.values holds a NUL byte in a category.")
+    return values, [bytes(b ^ 0x80 for b in w) for w in words]  # signed-byte order
+
+
+# ---------------------------------------------------------------------- trees
+#: a tree's node arrays and their JSON element types, as XGBoost's reader requires them
+_TREE_FIELDS = {
+    "left_children": "int", "right_children": "int", "parents": "int", "split_indices": "int",
+    "split_conditions": "float", "default_left": "flag", "loss_changes": "float",
+    "sum_hessian": "float", "base_weights": "float", "split_type": "int",
+}  # fmt: skip
+_CAT_FIELDS = ("categories", "categories_nodes", "categories_segments", "categories_sizes")
+
+
+def _tree_fields(tree: Any, t: int) -> dict[str, np.ndarray]:
+    """Tree ``t``'s node arrays, typed and of ``tree_param.num_nodes`` entries each, and its
+    categorical arrays (present in XGBoost >= 1.6; required where a split is categorical)."""
+    if not isinstance(tree, dict):
+        raise _bad(f"tree {t} is a {type(tree).__name__}, not an object.")
+    tp = _section(tree, "tree_param", f"tree {t}")
+    where = f"tree {t}: tree_param"
+    if _param_int(tp, "size_leaf_vector", where, None, 0) > 1:
+        raise UnsupportedModelError(
+            "XGBoost models with vector leaves (multi_strategy='multi_output_tree') are not "
+            "supported; train with multi_strategy='one_output_per_tree'."
+        )
+    n = _param_int(tp, "num_nodes", where, None, 1)
+    a_deleted = _param_int(tp, "num_deleted", where, None, 0)
+    _param_int(tp, "num_feature", where, None, 0)
+    if type(tree.get("id")) is not int or tree["id"] != t:
+        raise _bad(f"tree {t}: id is {tree.get('id')!r}; XGBoost places a tree by its id.")
+    a = {}
+    for key, kind in _TREE_FIELDS.items():
+        if key not in tree and key != "split_type":
+            raise _bad(f"tree {t} lacks '{key}'.")
+        a[key] = _field(tree.get(key, [0] * n), f"tree {t}: '{key}'", kind, n)
+    if any(k in tree for k in _CAT_FIELDS) or np.any(a["split_type"] == 1):
+        for key in _CAT_FIELDS:
+            a[key] = _field(tree.get(key), f"tree {t}: '{key}'", "int")
+    if isinstance(tree["parents"], np.ndarray):
+        _check_typed(tree, t)
+    a["num_deleted"] = np.array([a_deleted])
     return a
 
 
-def _reachable(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """Node ids reachable from the root, in id order (deleted nodes dropped); level by level."""
+#: the typed arrays of a UBJSON tree (XGBoost reads a tree whose ``parents`` is typed with
+#: these exact types, and refuses any other)
+_TYPED = {
+    "left_children": ("i4",), "right_children": ("i4",), "parents": ("i4",),
+    "split_indices": ("i4", "i8"), "split_conditions": ("f4",), "default_left": ("u1",),
+    "loss_changes": ("f4",), "sum_hessian": ("f4",), "base_weights": ("f4",),
+    "split_type": ("u1",), "categories": ("i4",), "categories_nodes": ("i4",),
+    "categories_segments": ("i8",), "categories_sizes": ("i8",),
+}  # fmt: skip
+
+
+def _check_typed(tree: dict, t: int) -> None:
+    """Refuse a UBJSON tree mixing typed arrays with untyped ones or other element types."""
+    for key, types in _TYPED.items():
+        v = tree.get(key)
+        if v is None:
+            continue
+        got = f"{v.dtype.kind}{v.dtype.itemsize}" if isinstance(v, np.ndarray) else "untyped"
+        if got not in types:
+            raise _bad(
+                f"tree {t}: '{key}' is an array of {got}; in a UBJSON model it is a typed "
+                f"array of {' or '.join(types)}."
+            )
+
+
+def _reachable(left: np.ndarray, right: np.ndarray, t: int) -> np.ndarray:
+    """Tree ``t``'s node ids reachable from the root, in id order (deleted nodes dropped);
+    level by level."""
     n = left.shape[0]
     seen = np.zeros(n, dtype=bool)
     level = np.zeros(1, dtype=np.int64)
     while level.size:
         bad = (level < 0) | (level >= n)
         if np.any(bad):
-            raise _bad(f"child index {int(level[bad][0])} outside the tree.")
+            raise _bad(f"tree {t}: child index {int(level[bad][0])} outside the tree.")
         if np.any(seen[level]) or np.unique(level).size != level.size:
-            raise _bad("a tree has a cycle or a shared node.")
+            raise _bad(f"tree {t} has a cycle or a shared node (left_children/right_children).")
         seen[level] = True
         inner = level[left[level] != -1]
         level = np.concatenate([left[inner], right[inner]])
@@ -465,89 +754,166 @@ def _dart_leaf(leaf: np.ndarray, weight: float, base: float) -> np.ndarray:
     return (shifted.astype(np.float32) * np.float32(weight)).astype(np.float32)
 
 
-def _split_types(tree: dict, n: int, keep: np.ndarray, is_leaf: np.ndarray) -> np.ndarray:
-    """0 (numeric) or 1 (categorical) per kept node, 0 at leaves."""
-    stype = _arr(tree, "split_type", np.int8, n)[keep] if "split_type" in tree else None
-    if stype is None:
-        stype = np.zeros(keep.size, dtype=np.int8)
-    stype = np.where(is_leaf, 0, stype)
-    if np.any((stype != 0) & (stype != 1)):
-        raise _bad("unknown split_type.")
-    return stype
+def _check_nodes(a: dict[str, np.ndarray], keep: np.ndarray, t: int, n_features: int) -> None:
+    """Refuse a value XGBoost's results would not survive at a reachable node (node ids as in
+    the file): non-finite statistics, thresholds and leaf values, negative hessian sums, a
+    split of zero hessian, features outside the model, flags that are not 0 or 1."""
+    inner = keep[a["left_children"][keep] != -1]
+    # (field, nodes, which values are bad, the rule)
+    rules = [
+        ("sum_hessian", keep, lambda v: ~np.isfinite(v) | (v < 0),
+         "hessian sums are finite and >= 0"),
+        ("sum_hessian", inner, lambda v: v == 0, "a split's hessian sum is > 0"),
+        ("split_conditions", inner, lambda v: ~np.isfinite(v),
+         "a non-finite threshold (XGBoost's thresholds are finite)"),
+        ("split_conditions", keep, lambda v: ~np.isfinite(v), "a non-finite leaf value"),
+        ("loss_changes", inner, lambda v: ~np.isfinite(v), "split gains are finite"),
+        ("base_weights", keep, lambda v: ~np.isfinite(v), "node weights are finite"),
+        ("split_indices", inner, lambda v: (v < 0) | (v >= n_features),
+         f"a split uses feature {{v}} but the model has {n_features} features (the split "
+         f"feature must be in [0, {n_features}))"),
+        ("default_left", keep, lambda v: (v != 0) & (v != 1), "it is 0 or 1"),
+        ("split_type", keep, lambda v: (v != 0) & (v != 1),
+         "unknown split_type (0: numeric, 1: categorical)"),
+    ]  # fmt: skip
+    for field, nodes, is_bad, rule in rules:
+        hit = nodes[is_bad(a[field][nodes])]
+        if hit.size:
+            v = a[field][hit[0]].item()
+            raise _bad(f"tree {t} node {hit[0]}: {field} is {v!r}; " + rule.format(v=v) + ".")
 
 
-def _categorical_words(tree: dict, n: int, remap: np.ndarray) -> dict[int, np.ndarray]:
-    """The category set of every categorical split, as bitsets by (renumbered) node."""
-    cats = _arr(tree, "categories", np.int64)
-    nodes = _arr(tree, "categories_nodes", np.int64)
-    segs = _arr(tree, "categories_segments", np.int64, nodes.shape[0])
-    sizes = _arr(tree, "categories_sizes", np.int64, nodes.shape[0])
+def _check_deleted(a: dict[str, np.ndarray], keep: np.ndarray, t: int) -> None:
+    """XGBoost marks a deleted node by split index -1 (all 32 bits set, with the default-left
+    bit) and checks their count against ``num_deleted``; none is in the tree."""
+    si, dl = a["split_indices"], a["default_left"]
+    deleted = (si == -1) | ((si == 2**31 - 1) & (dl == 1))
+    if int(deleted.sum()) != a["num_deleted"][0]:
+        raise _bad(
+            f"tree {t}: tree_param.num_deleted is {a['num_deleted'][0]}, but "
+            f"{int(deleted.sum())} nodes are marked deleted (split_indices -1)."
+        )
+    if np.any(deleted[keep]):
+        k = keep[deleted[keep]][0]
+        raise _bad(f"tree {t} node {k}: split_indices marks it deleted, but it is in the tree.")
+
+
+_ROOT_PARENT = (-1, 2**31 - 1)  # XGBoost writes 2147483647 (and reads -1 alike)
+
+
+def _check_parents(a: dict[str, np.ndarray], inner: np.ndarray, t: int) -> None:
+    """``parents`` agrees with the children at every reachable node (XGBoost walks it: a wrong
+    one crashes or misleads it)."""
+    par = a["parents"]
+    if int(par[0]) not in _ROOT_PARENT:
+        raise _bad(f"tree {t} node 0: parents is {int(par[0])}; the root has no parent.")
+    for kids in (a["left_children"][inner], a["right_children"][inner]):
+        bad = np.flatnonzero(par[kids] != inner)
+        if bad.size:
+            k = kids[bad[0]]
+            raise _bad(
+                f"tree {t} node {k}: parents is {int(par[k])}, but node {inner[bad[0]]} is its "
+                "parent."
+            )
+
+
+def _categorical_words(a: dict[str, np.ndarray], t: int, remap: np.ndarray) -> dict:
+    """The category set of every categorical split, as bitsets by (renumbered) node, after
+    checking that ``categories_nodes`` lists exactly the categorical splits (in order) and that
+    each names a non-empty run of ``categories``."""
+    cats, nodes = a["categories"], a["categories_nodes"]
+    segs = _field(a["categories_segments"], f"tree {t}: 'categories_segments'", "int",
+                  nodes.shape[0])  # fmt: skip
+    sizes = _field(a["categories_sizes"], f"tree {t}: 'categories_sizes'", "int", nodes.shape[0])
+    n = remap.shape[0]
+    if np.any((nodes < 0) | (nodes >= n)):
+        raise _bad(f"tree {t}: categories_nodes names node {nodes[(nodes < 0) | (nodes >= n)][0]}"
+                   f", outside the tree's {n} nodes (categorical split out of range).")  # fmt: skip
+    if np.any(np.diff(nodes) <= 0):
+        raise _bad(f"tree {t}: categories_nodes {nodes.tolist()[:8]} is not strictly increasing.")
+    is_cat = (a["split_type"] == 1) & (a["left_children"] != -1)
+    listed = np.zeros(n, dtype=bool)
+    listed[nodes] = True
+    if np.any(listed != is_cat):
+        k = int(np.flatnonzero(listed != is_cat)[0])
+        raise _bad(
+            f"tree {t} node {k}: categories_nodes {'lists' if listed[k] else 'omits'} it, but "
+            f"its split_type is {a['split_type'][k]} and it is "
+            f"{'a split' if a['left_children'][k] != -1 else 'a leaf'} (categories_nodes must "
+            "list exactly the categorical splits)."
+        )
     out = {}
     for node, seg, size in zip(nodes, segs, sizes):
-        if not 0 <= node < n or seg < 0 or size < 0 or seg + size > cats.shape[0]:
-            raise _bad("categorical split out of range.")
+        if seg < 0 or size <= 0 or seg + size > cats.shape[0]:
+            raise _bad(
+                f"tree {t} node {node}: categories_segments {seg} and categories_sizes {size} "
+                f"do not name a non-empty run of the {cats.shape[0]} categories (categorical "
+                "split out of range)."
+            )
         members = cats[seg : seg + size]
         if np.any(members < 0) or np.any(members >= 2**24):
-            raise _bad("invalid category in a split.")
+            raise _bad(f"tree {t} node {node}: categories hold {members.tolist()[:8]}; invalid "
+                       "category in a split (codes are in [0, 2**24)).")  # fmt: skip
         if remap[node] >= 0:
             out[int(remap[node])] = bitset(members)
     return out
 
 
-def _parse_tree(tree: dict, weight: float | None, base: float) -> tuple[Tree, Stats]:
-    """The trees phase, one tree: its reachable nodes renumbered in id order, and the
-    statistics recovery reads. ``weight``: DART's weight of the tree (None: not DART)."""
-    if str(tree.get("tree_param", {}).get("size_leaf_vector", "1")) not in ("0", "1"):
-        raise UnsupportedModelError(
-            "XGBoost models with vector leaves (multi_strategy='multi_output_tree') are not "
-            "supported; train with multi_strategy='one_output_per_tree'."
-        )
-    left = _arr(tree, "left_children", np.int64)
-    n = left.shape[0]
-    if n == 0:
-        raise _bad("a tree has no nodes.")
-    right = _arr(tree, "right_children", np.int64, n)
-    keep = _reachable(left, right)
-    remap = np.full(n, -1, dtype=np.int64)
+def _parse_tree(
+    tree: dict, t: int, n_features: int, weight: float | None, base: float
+) -> tuple[Tree, Stats]:
+    """The trees phase, tree ``t``: its fields checked, its reachable nodes renumbered in id
+    order, and the statistics recovery reads. ``weight``: DART's weight (None: not DART)."""
+    a = _tree_fields(tree, t)
+    left, right = a["left_children"], a["right_children"]
+    keep = _reachable(left, right, t)
+    _check_deleted(a, keep, t)
+    remap = np.full(left.shape[0], -1, dtype=np.int64)
     remap[keep] = np.arange(keep.size)
     is_leaf = left[keep] == -1
     if np.any((right[keep] == -1) != is_leaf):
-        raise _bad("a node has only one child.")
-    cond = _arr(tree, "split_conditions", np.float32, n)[keep]
-    stype = _split_types(tree, n, keep, is_leaf)
+        k = keep[(right[keep] == -1) != is_leaf][0]
+        raise _bad(f"tree {t} node {k}: a node has only one child.")
+    _check_nodes(a, keep, t, n_features)
+    _check_parents(a, keep[~is_leaf], t)
+    cond = a["split_conditions"][keep]
+    stype = np.where(is_leaf, 0, a["split_type"][keep])
     leaf = cond if weight is None else _dart_leaf(cond, weight, base)
-    words = _categorical_words(tree, n, remap) if np.any(stype == 1) else {}
+    words = _categorical_words(a, t, remap) if "categories_nodes" in a else {}
     sizes, flat = cat_sets(keep.size, words) if words else (None, None)
-    t = Tree(
+    tr = Tree(
         left=np.where(is_leaf, -1, remap[left[keep].clip(0)]),
         right=np.where(is_leaf, -1, remap[right[keep].clip(0)]),
-        feature=np.where(is_leaf, -1, _arr(tree, "split_indices", np.int64, n)[keep]),
+        feature=np.where(is_leaf, -1, a["split_indices"][keep]),
         threshold=np.where(is_leaf | (stype == 1), np.nan, cond.astype(np.float64)),
         split_type=np.where(stype == 1, fmt.CAT_SET_RIGHT, fmt.NUMERIC).astype(np.int8),
-        default_left=_arr(tree, "default_left", np.int64, n)[keep] != 0,
+        default_left=a["default_left"][keep] != 0,
         missing_type=np.full(keep.size, fmt.MISSING_NAN, dtype=np.int8),
         value=np.where(is_leaf, np.asarray(leaf, dtype=np.float64), 0.0),
-        cover=_arr(tree, "sum_hessian", np.float32, n).astype(np.float64)[keep],
+        cover=a["sum_hessian"].astype(np.float64)[keep],
         count=np.full(keep.size, np.nan),
-        gain=np.where(is_leaf, 0.0, _arr(tree, "loss_changes", np.float32, n).astype(float)[keep]),
+        gain=np.where(is_leaf, 0.0, a["loss_changes"].astype(np.float64)[keep]),
         leaf_id=np.where(is_leaf, keep, -1),
         cat_sizes=sizes,
         cat_words=flat,
     )
-    base_weight = _arr(tree, "base_weights", np.float32, n).astype(np.float64)[keep]
+    base_weight = a["base_weights"].astype(np.float64)[keep]
     raw = np.where(is_leaf, cond.astype(np.float64), 0.0)
-    return t, Stats(t.left, t.right, t.cover, base_weight, raw)
+    return tr, Stats(tr.left, tr.right, tr.cover, base_weight, raw)
 
 
-def _feature_names(learner: dict, n_features: int, trees: list[Tree]) -> tuple[list[str], bool]:
+def _feature_names(learner: dict, n_features: int) -> tuple[list[str], bool]:
     """The feature names (generated ``f0, f1, ...`` when the model has none) and whether the
-    model has them; checks that every split's feature exists."""
-    max_feat = max((int(t.feature.max()) for t in trees), default=-1)
-    if n_features <= max_feat:
-        raise _bad(f"a split uses feature {max_feat} but the model has {n_features} features.")
-    names = list(learner.get("feature_names", []) or [])
+    model has them."""
+    names = learner.get("feature_names", []) or []
+    for key in ("feature_names", "feature_types"):
+        v = learner.get(key, [])
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise _bad(f"learner.{key} is not an array of strings.")
     if names and len(names) != n_features:
-        raise _bad("feature_names does not match num_feature.")
+        raise _bad(
+            f"feature_names does not match num_feature ({len(names)} names, {n_features} features)."
+        )
     return (names or [f"f{i}" for i in range(n_features)]), bool(names)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._api import check_count
 from .._methods import DEFAULT_CLI_METHODS, Options, get, resolve
 from ..attribution import NeedsReference
 from . import _io
@@ -51,6 +52,7 @@ def _bar(args: argparse.Namespace, desc: str, total: int) -> Any:
 def _read_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, Any]:
     """The model, the data's feature columns, target, weights and the reference data of a
     command's arguments."""
+    check_count("--seed", args.seed, minimum=0)
     _io.check_exists(args.model, "model file")
     _io.check_exists(args.data, "data file")
     ens = _io.load_model(args.model)
@@ -132,10 +134,10 @@ def _format_significance(table: pd.DataFrame, top: int | None, alpha: float) -> 
 def _check_explain(args: argparse.Namespace) -> list[str]:
     """The methods to compute, after checking every option that can fail before any work."""
     methods = resolve(args.method or DEFAULT_CLI_METHODS, args.attribution)
-    if args.top is not None and args.top < 1:
-        raise CLIError(f"--top must be a positive integer; got {args.top}")
-    if args.chunk_rows is not None and args.chunk_rows < 1:
-        raise CLIError(f"--chunk-rows must be a positive integer; got {args.chunk_rows}")
+    for option in ("--top", "--chunk-rows", "--n-repeats"):
+        value = getattr(args, option[2:].replace("-", "_"))
+        if value is not None:
+            check_count(option, value)
     if args.bootstrap < 0 or args.bootstrap == 1:
         raise CLIError(f"--bootstrap must be 0 or at least 2; got {args.bootstrap}")
     if args.bootstrap and args.no_se:
@@ -276,8 +278,8 @@ def select(args: argparse.Namespace) -> int:
     if len(methods) != 1:
         raise CLIError(f"select takes one --method; got {args.method!r}")
     method = methods[0]
-    if args.top_k is not None and args.top_k < 1:
-        raise CLIError(f"--top-k must be a positive integer; got {args.top_k}")
+    if args.top_k is not None:
+        check_count("--top-k", args.top_k)
     _check_rule(args, method)
     _io.check_out(args.out, None, "--out")
     ens, X, y, w, reference = _read_inputs(args)

@@ -33,34 +33,14 @@ from .routing import ROW_BLOCK, _add_leaves, _route_block
 
 
 @njit(cache=True)
-def _leaf_walk(leaf, parent, feature, dg, dh, cptr, cidx, cval, pos, col, cg, ch, start):
-    """Write leaf ``leaf``'s merged (output feature, dg, dh) list from ``start`` into ``col``,
-    ``cg`` and ``ch`` (``pos[o]``: o's slot in the list being built, -1 if absent; reset before
-    returning); returns the end of the list."""
-    end = start
-    n = leaf
-    q = parent[n]
-    while q >= 0:
-        f = feature[q]
-        a = dg[n]
-        b = dh[n]
-        for e in range(cptr[f], cptr[f + 1]):
-            o = cidx[e]
-            s = pos[o]
-            if s < 0:
-                s = end
-                pos[o] = s
-                col[s] = o
-                cg[s] = 0.0
-                ch[s] = 0.0
-                end += 1
-            cg[s] += cval[e] * a
-            ch[s] += cval[e] * b
-        n = q
+def _children_of(left, parent):
+    """The right child of every inner node, from ``left`` and ``parent``."""
+    right = np.full(left.shape[0], -1, dtype=np.int64)
+    for n in range(left.shape[0]):
         q = parent[n]
-    for s in range(start, end):
-        pos[col[s]] = -1
-    return end
+        if q >= 0 and left[q] != n:
+            right[q] = n
+    return right
 
 
 @njit(cache=True)
@@ -70,31 +50,132 @@ def leaf_lists(left, feature, parent, dg, dh, cptr, cidx, cval, n_out, ptr, col,
     and ``ch`` of the hessian, summed over the path's edges (q -> m) as
     ``credit(feature[q], o) * dg[m]`` (``dh[m]``). The column credit is given in CSR form
     (``cptr``, ``cidx``, ``cval``). ``col``, ``cg``, ``ch`` are allocated by the caller at an upper
-    bound of the total length (``leaf_list_size``); returns the total length used."""
-    pos = np.full(n_out, -1, dtype=np.int64)
+    bound of the total length (``leaf_list_size``); returns the total length used.
+
+    One depth-first walk per tree with an explicit stack keeps the running sums of the
+    current path per output feature, restoring them (saved values, no subtraction) when it
+    leaves a node, so the cost is the nodes times their credits plus the lists' length, not
+    the sum of the leaves' depths (a chain tree of depth d would cost d^2)."""
+    n = left.shape[0]
+    right = _children_of(left, parent)
+    counts = np.zeros(n, dtype=np.int64)
+    _path_walk(left, right, feature, parent, dg, dh, cptr, cidx, cval, n_out, ptr, counts,
+               col, cg, ch, False)  # fmt: skip
     end = 0
-    for n in range(left.shape[0]):
-        ptr[n] = end
-        if left[n] < 0:
-            end = _leaf_walk(n, parent, feature, dg, dh, cptr, cidx, cval, pos, col, cg, ch, end)
-    ptr[left.shape[0]] = end
+    for m in range(n):
+        ptr[m] = end
+        end += counts[m]
+    ptr[n] = end
+    _path_walk(left, right, feature, parent, dg, dh, cptr, cidx, cval, n_out, ptr, counts,
+               col, cg, ch, True)  # fmt: skip
     return end
 
 
 @njit(cache=True)
-def leaf_list_size(left, feature, parent, cptr):
-    """An upper bound of the total length of the per-leaf lists (credited edges over every
-    leaf's path)."""
-    total = 0
-    for n in range(left.shape[0]):
-        if left[n] < 0:
-            m = n
+def _path_walk(left, right, feature, parent, dg, dh, cptr, cidx, cval, n_out, ptr, counts,
+               col, cg, ch, fill):  # fmt: skip
+    """The walk of ``leaf_lists``: ``counts[leaf]`` (the outputs credited on the leaf's path)
+    or, with ``fill``, the lists themselves from ``ptr[leaf]``."""
+    n = left.shape[0]
+    acc_g = np.zeros(n_out)
+    acc_h = np.zeros(n_out)
+    refs = np.zeros(n_out, dtype=np.int64)  # credited edges on the current path, per output
+    active = np.empty(n_out, dtype=np.int64)  # outputs with refs > 0, and where each one is
+    where = np.full(n_out, -1, dtype=np.int64)
+    n_active = 0
+    log_size = 1
+    for m in range(n):
+        if left[m] >= 0:
+            log_size += 2 * (cptr[feature[m] + 1] - cptr[feature[m]])
+    old_g = np.empty(log_size)
+    old_h = np.empty(log_size)
+    top = 0
+    stack = np.empty(2 * n + 1, dtype=np.int64)
+    for root in range(n):
+        if parent[root] >= 0:
+            continue
+        stack[0] = root
+        sp = 1
+        while sp > 0:
+            sp -= 1
+            m = stack[sp]
+            leaving = m < 0
+            if leaving:
+                m = ~m
             q = parent[m]
-            while q >= 0:
-                f = feature[q]
-                total += cptr[f + 1] - cptr[f]
-                m = q
-                q = parent[m]
+            lo, hi = (cptr[feature[q]], cptr[feature[q] + 1]) if q >= 0 else (0, 0)
+            if leaving:  # undo m's edge, last credit first
+                for e in range(hi - 1, lo - 1, -1):
+                    o = cidx[e]
+                    top -= 1
+                    acc_g[o] = old_g[top]
+                    acc_h[o] = old_h[top]
+                    refs[o] -= 1
+                    if refs[o] == 0:  # swap o out of the active list
+                        n_active -= 1
+                        last = active[n_active]
+                        active[where[o]] = last
+                        where[last] = where[o]
+                        where[o] = -1
+                continue
+            for e in range(lo, hi):
+                o = cidx[e]
+                old_g[top] = acc_g[o]
+                old_h[top] = acc_h[o]
+                top += 1
+                if refs[o] == 0:
+                    acc_g[o] = 0.0
+                    acc_h[o] = 0.0
+                    where[o] = n_active
+                    active[n_active] = o
+                    n_active += 1
+                refs[o] += 1
+                acc_g[o] += cval[e] * dg[m]
+                acc_h[o] += cval[e] * dh[m]
+            stack[sp] = ~m
+            sp += 1
+            if left[m] >= 0:
+                stack[sp] = right[m]
+                stack[sp + 1] = left[m]
+                sp += 2
+            elif fill:
+                for j in range(n_active):
+                    o = active[j]
+                    col[ptr[m] + j] = o
+                    cg[ptr[m] + j] = acc_g[o]
+                    ch[ptr[m] + j] = acc_h[o]
+            else:
+                counts[m] = n_active
+
+
+@njit(cache=True)
+def leaf_list_size(left, feature, parent, cptr):
+    """An upper bound of the total length of the per-leaf lists: per leaf, the credited edges
+    on its path, but at most ``cptr[-1]`` (a list has one entry per distinct output feature).
+    Linear in the nodes: the paths' credits are summed from the roots down."""
+    n = left.shape[0]
+    cap = cptr[cptr.shape[0] - 1]
+    right = _children_of(left, parent)
+    credits = np.zeros(n, dtype=np.int64)
+    stack = np.empty(n + 1, dtype=np.int64)
+    total = 0
+    for root in range(n):
+        if parent[root] >= 0:
+            continue
+        stack[0] = root
+        sp = 1
+        while sp > 0:
+            sp -= 1
+            m = stack[sp]
+            if left[m] < 0:
+                total += min(credits[m], cap)
+                continue
+            f = feature[m]
+            for j in range(2):
+                c = np.int64(left[m]) if j == 0 else right[m]
+                credits[c] = min(credits[m] + cptr[f + 1] - cptr[f], cap)
+                stack[sp] = c
+                sp += 1
     return total
 
 

@@ -30,6 +30,7 @@ import numpy as np
 from numba import njit
 
 from .routing import TREE_OBLIVIOUS
+from .treeshap import _tree_views, _work
 
 FAST_PATH = True
 
@@ -77,20 +78,14 @@ def shap_leaf_tables(nodes, layout, lay, tabs, tree_nq, n_players, max_depth, pt
     """
     left, right, value = nodes.left, nodes.right, nodes.value
     order, ppos, eplayer, share, prev = lay
-    FH, FC, CH, tq_all, wq_all, CC_all = tabs
     tree_offsets = nodes.tree_offsets
     n_nodes = left.shape[0]
-    Q = FH.shape[1]
     max_nodes = 1
     for t in range(tree_offsets.shape[0] - 1):
         max_nodes = max(max_nodes, tree_offsets[t + 1] - tree_offsets[t])
     level = np.zeros(max_nodes, dtype=np.int64)
-    hot = np.empty(max_nodes, dtype=np.int64)
-    Zs = np.empty(max_nodes)
-    Os = np.empty(max_nodes)
-    R = np.empty((max_nodes, Q))
-    C = np.empty((max_nodes, Q))
-    S = np.empty((max_nodes, Q))
+    work = _work(max_nodes, tabs)
+    hot, Zs, Os = work[0], work[1], work[2]
     acc = np.zeros(n_players)
     slot = np.full(n_players, -1, dtype=np.int64)
     players = np.empty(max_nodes, dtype=np.int64)
@@ -104,9 +99,7 @@ def shap_leaf_tables(nodes, layout, lay, tabs, tree_nq, n_players, max_depth, pt
         if not (layout.tree_flags[t] & TREE_OBLIVIOUS) or d > max_depth:
             continue
         nq = tree_nq[t]
-        tq = tq_all[nq]
-        wq = wq_all[nq]
-        CC = CC_all[nq]
+        (FH, FC, CH, tq, wq, CC), R, C, S = _tree_views(tabs, work, t, hi - lo, nq)
         # the tree's players in a fixed order (first met in breadth-first order)
         n_pl = 0
         for i in range(lo + 1, hi):
@@ -158,12 +151,12 @@ def shap_leaf_tables(nodes, layout, lay, tabs, tree_nq, n_players, max_depth, pt
                 if pv < 0:
                     if oc == 1.0:
                         for q in range(nq):
-                            R[k, q] = R[pk, q] * FH[i, q]
-                            C[k, q] = CH[i, q]
+                            R[k, q] = R[pk, q] * FH[k, q]
+                            C[k, q] = CH[k, q]
                             S[k, q] = 0.0
                     else:
                         for q in range(nq):
-                            R[k, q] = R[pk, q] * FC[i, q]
+                            R[k, q] = R[pk, q] * FC[k, q]
                             C[k, q] = CC[q]
                             S[k, q] = 0.0
                     continue

@@ -10,7 +10,9 @@ player are one feature in the Shapley game.
 Two algorithms:
 
 * ``tree_shap_classic``: Lundberg et al. (2018), Algorithm 2, as a depth-first walk with an
-  explicit stack; O(L D^2) per row and tree. The reference the tests check the other against.
+  explicit stack; O(L D^2) per row and tree and (D + 2)^2 work arrays. The reference the
+  tests check the other against on trees up to depth ~12 (its unwinding divisions overflow
+  on deep paths: at depth 300 values reach 1e65); not used by any public function.
 * The linear algorithm used everywhere else (``tree_shap``, ``shap_inner``,
   ``shap_inner_moments``). With
   ``z_j`` the cover fraction and ``o_j`` in {0, 1} the indicator of feature j's splits on the
@@ -20,14 +22,20 @@ Two algorithms:
 
   because the Shapley weight |S|! (d - |S| - 1)! / d! is the Beta integral of
   t^|S| (1 - t)^(d - 1 - |S|) (the polynomial view of Linear TreeShap, Yu et al. 2022). The
-  integrand is a polynomial of degree < d, so Gauss-Legendre quadrature with ceil(D / 2)
-  points is exact for trees of depth D. Per row and tree, a forward pass over the nodes in
-  breadth-first order (parents first; ``edge_layout``) gives every node, per quadrature
-  point, the product R of its path's factors; a backward pass sums S(c) = sum over the leaves
-  below c of v R, and the edge into c adds w_q (o - z) / (z (1 - t_q) + o t_q) S_q(c) to the
-  edge's player (for a player met again on the path, the difference of its merged and
-  previous terms, which telescopes). O(N Q) per row and tree, N nodes, Q points, in two
-  branch-poor loops: all products of numbers in [0, 1], no unwinding divisions.
+  integrand is a polynomial of degree < d, d the distinct players on the path, so
+  Gauss-Legendre quadrature with ceil(P / 2) points is exact for a tree whose paths have at
+  most P distinct players (``path_players``; P <= the depth). Per row and tree, a forward pass
+  over the nodes in breadth-first order (parents first; ``edge_layout``) gives every node, per
+  quadrature point, the product R of its path's factors; a backward pass sums S(c) = sum over
+  the leaves below c of v R, and the edge into c adds
+  w_q (o - z) / (z (1 - t_q) + o t_q) S_q(c) to the edge's player (for a player met again on
+  the path, the difference of its merged and previous terms, which telescopes). O(N Q) per row
+  and tree, N nodes, Q points, in two branch-poor loops: all products of numbers in [0, 1], no
+  unwinding divisions. The row-independent tables (``edge_tables``) are ragged: N_t x Q_t
+  values per tree t, each tree with its own Q_t, so one deep tree does not inflate the others'
+  tables; set-up and memory scale with sum_t N_t Q_t (``treeinner.treeshap.MAX_TABLE_ENTRIES``
+  bounds each tree's). No kernel recurses: every walk uses an explicit stack or breadth-first
+  order.
 """
 
 from __future__ import annotations
@@ -186,7 +194,7 @@ def edge_layout(left, right, feature, weight, player, tree_offsets):
     split above it, ``share[i]`` its fraction of the parent's weight and ``prev[i]`` the
     position of the nearest ancestor reached through a split on the same player (-1: none).
     Parents come before their children, so one forward pass fills the path products and one
-    backward pass sums the leaves up.
+    backward pass sums the leaves up. O(nodes), whatever the depth.
     """
     n = left.shape[0]
     order = np.empty(n, dtype=np.int64)
@@ -208,60 +216,147 @@ def edge_layout(left, right, feature, weight, player, tree_offsets):
                     ppos[tail] = head
                     eplayer[tail] = pl
                     share[tail] = _share(weight, c, u)
-                    j = head
-                    while j > lo and eplayer[j] != pl:
-                        j = ppos[j]
-                    prev[tail] = j if j > lo else -1
                     tail += 1
             head += 1
+    _same_player_ancestors(left, order, ppos, eplayer, tree_offsets, prev)
     return order, ppos, eplayer, share, prev
 
 
 @njit(cache=True)
-def edge_tables(share, tree_offsets, tree_nq, tq, wq):
-    """Row-independent factors of the edges into nodes at their feature's first split on the
-    path: (FH, FC, CH, tq, wq, CC), with for position i and point q of its tree
-    FH = z (1 - t) + t and CH = w (1 - z) / FH (the row goes that way), FC = z (1 - t) (it does
-    not; its coefficient CC[nq, q] = -w / (1 - t) is the same for every edge), z = share[i].
-    ``tq``, ``wq`` (points and weights per count, as from ``_quadrature``) are passed through.
-    """
-    n = share.shape[0]
-    Q = tq.shape[1]
-    FH = np.zeros((n, Q))
-    FC = np.zeros((n, Q))
-    CH = np.zeros((n, Q))
+def _same_player_ancestors(left, order, ppos, eplayer, tree_offsets, prev):
+    """Fill ``prev`` (see ``edge_layout``) by a depth-first walk with an explicit stack:
+    ``last[p]`` is the deepest position on the current path entered through a split on
+    player p, restored when the walk leaves the position, so the cost is linear in the
+    nodes (no walk up the ancestors)."""
+    n = order.shape[0]
+    n_players = 1
+    for i in range(n):
+        n_players = max(n_players, eplayer[i] + 1)
+    last = np.full(n_players, -1, dtype=np.int64)
+    saved = np.empty(n, dtype=np.int64)
+    kids = np.full(n, -1, dtype=np.int64)  # position of every position's first child
+    for i in range(n - 1, -1, -1):
+        if ppos[i] >= 0:
+            kids[ppos[i]] = i  # children are adjacent, the left one first
+    stack = np.empty(n + 1, dtype=np.int64)
     for t in range(tree_offsets.shape[0] - 1):
+        lo = tree_offsets[t]
+        sp = 0
+        if left[order[lo]] >= 0:
+            stack[0] = kids[lo]
+            stack[1] = kids[lo] + 1
+            sp = 2
+        while sp > 0:
+            sp -= 1
+            i = stack[sp]
+            if i < 0:  # leaving position ~i
+                i = ~i
+                last[eplayer[i]] = saved[i]
+                continue
+            pl = eplayer[i]
+            prev[i] = last[pl]
+            saved[i] = last[pl]
+            last[pl] = i
+            stack[sp] = ~i
+            sp += 1
+            if left[order[i]] >= 0:
+                stack[sp] = kids[i]
+                stack[sp + 1] = kids[i] + 1
+                sp += 2
+
+
+@njit(cache=True)
+def path_players(ppos, prev, tree_offsets):
+    """Per tree, the most distinct players on one path from its root (edges into positions
+    with no same-player ancestor, ``prev < 0``): the degree of the TreeSHAP integrand of
+    every leaf is below it."""
+    n_trees = tree_offsets.shape[0] - 1
+    nd = np.zeros(ppos.shape[0], dtype=np.int64)
+    out = np.zeros(n_trees, dtype=np.int64)
+    for t in range(n_trees):
+        best = 0
+        for i in range(tree_offsets[t] + 1, tree_offsets[t + 1]):
+            nd[i] = nd[ppos[i]] + (1 if prev[i] < 0 else 0)
+            best = max(best, nd[i])
+        out[t] = best
+    return out
+
+
+@njit(cache=True)
+def edge_tables(share, tree_offsets, tree_nq, rule_t, rule_w, roff):
+    """Row-independent factors of the edges into nodes at their feature's first split on the
+    path: (FH, FC, CH, tq, wq, CC, toff, roff, tree_nq), stored ragged, tree by tree.
+
+    Tree t uses ``tree_nq[t]`` quadrature points, ``rule_t[roff[t]:]`` and
+    ``rule_w[roff[t]:]`` (the Gauss-Legendre points and weights on [0, 1] of that count),
+    passed through as ``tq``, ``wq``. Its tables are ``FH[toff[t]:toff[t + 1]]`` (and FC, CH),
+    one row of ``tree_nq[t]`` values per position i of the tree: with z = share[i] and point
+    q, FH = z (1 - t) + t and CH = w (1 - z) / FH (the row goes that way), FC = z (1 - t)
+    (it does not; its coefficient CC = -w / (1 - t), indexed like ``tq``, is the same for
+    every edge). The size is the sum over trees of nodes times points (``_tree_tables``
+    views one tree's).
+    """
+    n_trees = tree_offsets.shape[0] - 1
+    toff = np.zeros(n_trees + 1, dtype=np.int64)
+    for t in range(n_trees):
+        toff[t + 1] = toff[t] + (tree_offsets[t + 1] - tree_offsets[t]) * tree_nq[t]
+    FH = np.empty(toff[n_trees])
+    FC = np.empty(toff[n_trees])
+    CH = np.empty(toff[n_trees])
+    for t in range(n_trees):
         nq = tree_nq[t]
-        for i in range(tree_offsets[t], tree_offsets[t + 1]):
+        r = roff[t]
+        lo = tree_offsets[t]
+        for i in range(lo, tree_offsets[t + 1]):
             z = share[i]
+            e = toff[t] + (i - lo) * nq
             for q in range(nq):
-                u = tq[nq, q]
-                FH[i, q] = z * (1.0 - u) + u
-                FC[i, q] = z * (1.0 - u)
-                CH[i, q] = wq[nq, q] * (1.0 - z) / FH[i, q]
-    CC = np.zeros((Q + 1, Q))
-    for nq in range(1, Q + 1):
-        for q in range(nq):
-            CC[nq, q] = -wq[nq, q] / (1.0 - tq[nq, q])
-    return FH, FC, CH, tq, wq, CC
+                u = rule_t[r + q]
+                FH[e + q] = z * (1.0 - u) + u
+                FC[e + q] = z * (1.0 - u)
+                CH[e + q] = rule_w[r + q] * (1.0 - z) / FH[e + q]
+    CC = np.empty(rule_t.shape[0])
+    for j in range(rule_t.shape[0]):
+        CC[j] = -rule_w[j] / (1.0 - rule_t[j])
+    return FH, FC, CH, rule_t, rule_w, CC, toff, roff, tree_nq
+
+
+@njit(cache=True, inline="always")
+def _tree_tables(tabs, t, n, nq):
+    """Tree t's tables (``edge_tables``; ``n`` its nodes) as (n, points) views, and the
+    first ``nq`` points of its rule: (FH, FC, CH, tq, wq, CC)."""
+    FH, FC, CH, rule_t, rule_w, CC, toff, roff, tnq = tabs
+    s = tnq[t]
+    a = toff[t]
+    b = a + n * s
+    r = roff[t]
+    return (FH[a:b].reshape((n, s)), FC[a:b].reshape((n, s)), CH[a:b].reshape((n, s)),
+            rule_t[r : r + nq], rule_w[r : r + nq], CC[r : r + nq])  # fmt: skip
+
+
+@njit(cache=True)
+def max_table(tabs):
+    """The largest table of one tree (``edge_tables``): the size of the work arrays."""
+    toff = tabs[6]
+    m = 1
+    for t in range(toff.shape[0] - 1):
+        m = max(m, toff[t + 1] - toff[t])
+    return m
 
 
 @njit(cache=True)
 def _linear_row(
-    X, row, lo, hi, nodes, lay, tabs, f32, simple, nq, scale, acc, ar, g, hot, Zs, Os, R, C, S
+    X, row, lo, hi, nodes, lay, tt, f32, simple, nq, scale, acc, ar, g, hot, Zs, Os, R, C, S
 ):
     """Add ``scale`` times the TreeSHAP values of the tree at positions ``lo:hi`` (output
     ``g``) for row ``row`` of ``X`` to ``acc[ar, player, g]``. ``lay`` is
-    ``edge_layout``, ``tabs`` ``edge_tables`` (the tree uses ``nq`` quadrature
-    points); ``simple``: the tree's splits are numeric with NaN going the default way (read
-    without branches); ``hot``, ``Zs``, ``Os`` (merged z, o), ``R``, ``C``, ``S`` are work
-    arrays of at least the tree's size."""
+    ``edge_layout``, ``tt`` the tree's tables (``_tree_tables``; the tree uses ``nq``
+    quadrature points); ``simple``: the tree's splits are numeric with NaN going the default
+    way (read without branches); ``hot``, ``Zs``, ``Os`` (merged z, o) are work arrays of at
+    least the tree's size, ``R``, ``C``, ``S`` (positions, nq) views (``_tree_views``)."""
     left, right, feature, value = nodes.left, nodes.right, nodes.feature, nodes.value
     order, ppos, eplayer, share, prev = lay
-    FH, FC, CH, tq_all, wq_all, CC_all = tabs
-    tq = tq_all[nq]
-    wq = wq_all[nq]
-    CC = CC_all[nq]
+    FH, FC, CH, tq, wq, CC = tt
     if left[lo] < 0:
         return
     u = order[lo]
@@ -307,12 +402,12 @@ def _linear_row(
         if pv < 0:  # the feature's first split on the path: factors from the tables
             if oc == 1.0:
                 for q in range(nq):
-                    R[k, q] = R[pk, q] * FH[i, q]
-                    C[k, q] = CH[i, q]
+                    R[k, q] = R[pk, q] * FH[k, q]
+                    C[k, q] = CH[k, q]
                     S[k, q] = 0.0
             else:
                 for q in range(nq):
-                    R[k, q] = R[pk, q] * FC[i, q]
+                    R[k, q] = R[pk, q] * FC[k, q]
                     C[k, q] = CC[q]
                     S[k, q] = 0.0
             continue
@@ -342,16 +437,29 @@ def _linear_row(
 
 
 @njit(cache=True)
-def _work(max_nodes, n_q):
-    """Per-thread work arrays of ``_linear_row``."""
+def _work(max_nodes, tabs):
+    """Per-thread work arrays of ``_linear_row``: hot, Zs, Os (one per node) and flat
+    buffers for R, C, S sized for the largest tree's tables (``_tree_views``)."""
+    m = max_table(tabs)
     return (
         np.empty(max_nodes, dtype=np.int64),
         np.empty(max_nodes),
         np.empty(max_nodes),
-        np.empty((max_nodes, n_q)),
-        np.empty((max_nodes, n_q)),
-        np.empty((max_nodes, n_q)),
+        np.empty(m),
+        np.empty(m),
+        np.empty(m),
     )
+
+
+@njit(cache=True, inline="always")
+def _tree_views(tabs, work, t, n, nq):
+    """Tree t's tables (``_tree_tables``; ``n`` nodes, ``nq`` points) and the work buffers
+    R, C, S of ``_work`` as (n, nq) arrays."""
+    m = n * nq
+    R = work[3][:m].reshape((n, nq))
+    C = work[4][:m].reshape((n, nq))
+    S = work[5][:m].reshape((n, nq))
+    return _tree_tables(tabs, t, n, nq), R, C, S
 
 
 @njit(cache=True, inline="always")
@@ -369,16 +477,18 @@ def _shap_rows(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes
                r0, r1):  # fmt: skip
     tree_offsets = nodes.tree_offsets
     tree_group = nodes.tree_group
-    hot, Zs, Os, R, C, S = _work(max_nodes, tabs[0].shape[1])
+    work = _work(max_nodes, tabs)
+    hot, Zs, Os = work[0], work[1], work[2]
     for t in range(tree_lo, tree_hi):
         lo = tree_offsets[t]
         hi = tree_offsets[t + 1]
         g = tree_group[t]
         nq = tree_nq[t]
         st = simple[t]
+        tt, R, C, S = _tree_views(tabs, work, t, hi - lo, nq)
         for row in range(r0, r1):
             _linear_row(
-                X, row, lo, hi, nodes, lay, tabs, f32, st, nq, 1.0, out, row, g,
+                X, row, lo, hi, nodes, lay, tt, f32, st, nq, 1.0, out, row, g,
                 hot, Zs, Os, R, C, S,
             )  # fmt: skip
 
@@ -410,7 +520,8 @@ def _shap_rows_tab(X, nodes, layout, lay, tabs, simple, tree_nq, tree_lo, tree_h
     """Block ``b`` of ``tree_shap_tab``."""
     tree_offsets = nodes.tree_offsets
     tree_group = nodes.tree_group
-    hot, Zs, Os, R, C, S = _work(max_nodes, tabs[0].shape[1])
+    work = _work(max_nodes, tabs)
+    hot, Zs, Os = work[0], work[1], work[2]
     has_tab = otab[0]
     tabulated = False
     for t in range(tree_lo, tree_hi):
@@ -433,9 +544,10 @@ def _shap_rows_tab(X, nodes, layout, lay, tabs, simple, tree_nq, tree_lo, tree_h
             continue
         nq = tree_nq[t]
         st = simple[t]
+        tt, R, C, S = _tree_views(tabs, work, t, hi - lo, nq)
         for row in range(r0, r0 + m):
             _linear_row(
-                X, row, lo, hi, nodes, lay, tabs, f32, st, nq, 1.0, out, row, g,
+                X, row, lo, hi, nodes, lay, tt, f32, st, nq, 1.0, out, row, g,
                 hot, Zs, Os, R, C, S,
             )  # fmt: skip
 
@@ -482,16 +594,17 @@ def tree_shap_classic(X, nodes, weight, player, max_depth, f32, out):
 
 
 @njit(cache=True, inline="always")
-def _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple, nq, scale, acc, ar, g,
-                 hot, Zs, Os, R, C, S):  # fmt: skip
+def _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple, nq, scale, acc, ar, g, work):
     """Add ``scale[k]`` times tree t's TreeSHAP values of row ``r0 + k`` to ``acc[ar]``
-    (``ar < 0``: to ``acc[k]``, one slot per row of the block)."""
-    tree_offsets = nodes.tree_offsets
+    (``ar < 0``: to ``acc[k]``, one slot per row of the block); ``work`` from ``_work``."""
+    lo = nodes.tree_offsets[t]
+    hi = nodes.tree_offsets[t + 1]
+    tt, R, C, S = _tree_views(tabs, work, t, hi - lo, nq)
     for k in range(m):
         if scale[k] != 0.0:
             _linear_row(
-                X, r0 + k, tree_offsets[t], tree_offsets[t + 1], nodes, lay, tabs, f32,
-                simple, nq, scale[k], acc, k if ar < 0 else ar, g, hot, Zs, Os, R, C, S,
+                X, r0 + k, lo, hi, nodes, lay, tt, f32, simple, nq, scale[k], acc,
+                k if ar < 0 else ar, g, work[0], work[1], work[2], R, C, S,
             )  # fmt: skip
 
 
@@ -548,7 +661,7 @@ def _inner_chunk(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max
     tree_group = nodes.tree_group
     has_tab = otab[0]
     K = base_margin.shape[0]
-    hot, Zs, Os, R, C, S = _work(max_nodes, tabs[0].shape[1])
+    work = _work(max_nodes, tabs)
     scale = np.empty(ROW_BLOCK)
     cu = np.empty((s1.shape[0], K))
     idx, buf, F, delta, g, h, gsum = _block_buffers(layout.used, K)
@@ -574,7 +687,7 @@ def _inner_chunk(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max
                         _add_table(acc, ar, k, np.int64(idx[k]), c, scale[k], otab)
                     continue
                 _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple[t], tree_nq[t],
-                             scale, acc, ar, c, hot, Zs, Os, R, C, S)  # fmt: skip
+                             scale, acc, ar, c, work)  # fmt: skip
             _copy_rows(delta, F, m)
         if forest:
             for t in range(nodes.tree_offsets.shape[0] - 1):
@@ -587,7 +700,7 @@ def _inner_chunk(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max
                         _add_table(acc, ar, k, np.int64(idx[k]), c, scale[k], otab)
                     continue
                 _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple[t], tree_nq[t],
-                             scale, acc, ar, c, hot, Zs, Os, R, C, S)  # fmt: skip
+                             scale, acc, ar, c, work)  # fmt: skip
         if ar < 0:
             _fold_rows(acc, m, w, r0, pcredit, cu, s1, s2, s2t, swu)
 
