@@ -24,6 +24,16 @@ from tests.fuzz import _outcome, _worker, models  # noqa: E402
 
 SEED = 17
 
+#: Findings of earlier long runs (``benchmarks/bench_fuzz.py``), kept as regression cases: a
+#: .cbm whose corrupt leaf map CatBoost routes past the leaves (its leaf indices were not the
+#: booster's), an outlying first-tree leaf whose moved-out intercept rounded the other leaves,
+#: a byte-flipped hessian sum 1.2e37 above its children (TreeSHAP missed the margin by 3e18).
+FOUND = (
+    "cb_depthwise.cbm:zero@6790#495@0",
+    "lgb_multi.txt:huge_int@leaf_value[1]#1412@0",
+    "xgb_cat.ubj:flip1#1087@0",
+)
+
 
 @pytest.fixture(scope="module")
 def seeds(tmp_path_factory) -> list[models.Seed]:
@@ -85,12 +95,15 @@ def test_fuzz_model_files(seeds):
     treeinner converts through CatBoost in a child process, the slow case): no crash, hang,
     silently wrong result or exception outside treeinner's error types."""
     fast = [s for s in seeds if s.fmt != "cbm"]
-    mutants = models.targeted(seeds) + models.generate(seeds, len(seeds), SEED)
+    mutants = models.targeted(seeds) + [models.mutant(seeds, name) for name in FOUND]
+    mutants += models.generate(seeds, len(seeds), SEED)
     mutants += models.generate(fast, len(fast), SEED + 1)
     with _worker.Pool(2) as pool:
         base = _worker.baselines(seeds, pool)
         cases = _worker.unmutated(seeds, base) + _worker.run_cases(mutants, base, pool)
     assert len(cases) == len(seeds) + len(mutants) >= 2 * len(seeds) + len(models.TARGETED)
+    outcome = {c.name: c.outcome for c in cases}
+    assert outcome[FOUND[0]] == "refused", outcome[FOUND[0]]
     found = _outcome.findings(cases)
     report = "\n".join(f"{c.outcome} {c.name}: {c.detail}" for c in found)
     assert found == [], f"{len(found)} findings ({_outcome.counts(cases)}):\n{report}"

@@ -196,6 +196,40 @@ for kind in ("text", "embedding"):
         sys.stderr.write(f"UNSUPPORTED: CatBoost models with {kind} features")
         sys.exit(3)
 m.save_model(sys.argv[2], format="json")
+# a corrupt leaf map (leaf counts, node-to-leaf ids) routes rows past the tree's leaves
+import json
+import numpy as np
+with open(sys.argv[2], encoding="utf-8") as fh:
+    doc = json.load(fh)
+def n_leaves(node):
+    n, stack = 0, [node]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict) and "split" in x:
+            stack += [x.get("left"), x.get("right")]
+        else:
+            n += 1
+    return n
+if "trees" in doc:
+    want = [n_leaves(t) for t in doc["trees"]]
+else:
+    want = [2 ** len(t.get("splits") or []) for t in doc.get("oblivious_trees") or []]
+counts = [int(c) for c in m.get_tree_leaf_counts()]
+if counts != want:
+    t = next((k for k, (a, b) in enumerate(zip(counts, want)) if a != b), len(want))
+    sys.stderr.write(f"tree {t}: CatBoost counts {counts[t:t + 1]} leaves, its JSON export "
+                     f"{want[t:t + 1]}")
+    sys.exit(4)
+if not len(m.get_cat_feature_indices()):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(256, len(m.feature_names_))) * 3
+    X[rng.random(X.shape) < 0.1] = np.nan
+    leaves = np.asarray(m.calc_leaf_indexes(X)).reshape(X.shape[0], -1)
+    bad = np.argwhere(leaves >= np.asarray(want)[None, :])
+    if bad.size:
+        r, t = bad[0]
+        sys.stderr.write(f"tree {t}: CatBoost routes rows to leaf {leaves[r, t]} of {want[t]}")
+        sys.exit(4)
 """
 
 
