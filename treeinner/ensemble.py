@@ -643,6 +643,8 @@ class TreeEnsemble:
         return tree, leaf, delta, feats, coefs
 
     def _validate(self) -> None:
+        """Shapes, per-tree and per-output arrays, the structure of every tree, then the
+        nodes (``_validate_nodes``)."""
         n_nodes = self.left.shape[0]
         for name in _NODE_ARRAYS:
             if getattr(self, name).shape[0] != n_nodes:
@@ -708,6 +710,12 @@ class TreeEnsemble:
             raise UnsupportedModelError(
                 f"Models with {n_nodes} nodes (>= 2**29) are not supported."
             )
+        self._validate_nodes(p)
+
+    def _validate_nodes(self, p: int) -> None:
+        """The splits (features below ``p``, known kinds, directions, thresholds), the leaves
+        (values, numbers) and the categorical sets' offsets, node by node."""
+        n_nodes = self.left.shape[0]
         inner = self.left >= 0
         f = self.feature[inner]
         if np.any(f < 0) or np.any(f >= p):

@@ -539,6 +539,8 @@ def _apply_json(parent: Any, key: Any, value: Any, op: str, rng) -> tuple[str, b
             parent[key] = value.replace(value.strip("[]"), repr(new)) if _is_num(new) else new
         else:
             parent[key] = _number(value, to)
+        if how == "bool" and isinstance(value, bool):  # a flag set to true: still a flag
+            return how, False
         return how, how in _INVALID
     if op == "delete":
         if isinstance(parent, dict):

@@ -281,6 +281,30 @@ def _cbm_document(path: str, timeout: float = 300.0) -> dict:
 
 
 # ---------------------------------------------------------------------- phases
+def _check_classes(doc: dict, k: int) -> None:
+    """``model_info.class_params``: the class lists of a classifier name one class per output
+    (``k`` leaf values per leaf; two classes for one output), as CatBoost predicts that many
+    columns from them."""
+    params = (
+        doc.get("model_info", {}).get("class_params")
+        if isinstance(doc.get("model_info"), dict)
+        else None
+    )
+    if params is None:
+        return
+    if not isinstance(params, dict):
+        raise bad("model_info.class_params is not an object.")
+    want = k if k > 1 else 2
+    for key in ("class_names", "class_to_label"):
+        v = params.get(key)
+        if v is not None and (not isinstance(v, list) or len(v) not in (0, want)):
+            got = len(v) if isinstance(v, list) else type(v).__name__
+            raise bad(
+                f"model_info.class_params.{key} has {got} entries; the leaves hold {k} "
+                f"value(s) per leaf, so {want} classes."
+            )
+
+
 def _convert(doc: Any, given: Overrides, model: Any, own_export: bool = False) -> Conversion:
     """Every phase, from the document to the assembled ensemble (``own_export``: the document
     is CatBoost's own export of ``model``, in memory, not read from a file)."""
@@ -290,6 +314,7 @@ def _convert(doc: Any, given: Overrides, model: Any, own_export: bool = False) -
         _all_finite(doc)
         h = _read_header(doc)
         parsed, symmetric = parse_trees(doc, h.k, h.fmap)
+        _check_classes(doc, h.k)
         if h.fmap.ctrs or "ctr_data" in doc:
             check_ctr_data(doc.get("ctr_data"), h.fmap)
         lr, lam, notes = _eta_l2(h.params, given)
