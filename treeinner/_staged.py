@@ -145,15 +145,12 @@ def _leaf_lists(ens: TreeEnsemble, dg: np.ndarray, dh: np.ndarray):
         )
     cptr, cidx, cval, n_out = _credit_csr(ens)
     parent = K.parents(ens.left, ens.right)
-    size = KM.leaf_list_size(ens.left, ens.feature, parent, cptr)
     ptr = np.empty(ens.n_nodes + 1, dtype=np.int64)
+    size = KM.leaf_list_ptr(ens.left, ens.feature, parent, dg, dh, cptr, cidx, cval, n_out, ptr)
     col = np.empty(size, dtype=np.int32)
     cg = np.empty(size)
     ch = np.empty(size)
-    end = KM.leaf_lists(
-        ens.left, ens.feature, parent, dg, dh, cptr, cidx, cval, n_out, ptr, col, cg, ch
-    )
-    col, cg, ch = col[:end], cg[:end], ch[:end]
+    KM.leaf_lists(ens.left, ens.feature, parent, dg, dh, cptr, cidx, cval, n_out, ptr, col, cg, ch)
     used, col = np.unique(col, return_inverse=True)
     return ptr, col.astype(np.int32), cg, ch, used, n_out
 

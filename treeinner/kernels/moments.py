@@ -44,31 +44,41 @@ def _children_of(left, parent):
 
 
 @njit(cache=True)
-def leaf_lists(left, feature, parent, dg, dh, cptr, cidx, cval, n_out, ptr, col, cg, ch):
-    """Fill the flattened per-leaf lists: node n's entries are ``ptr[n]:ptr[n + 1]`` (none at
-    inner nodes), each an output feature ``col`` and its coefficients ``cg`` of the gradient
-    and ``ch`` of the hessian, summed over the path's edges (q -> m) as
-    ``credit(feature[q], o) * dg[m]`` (``dh[m]``). The column credit is given in CSR form
-    (``cptr``, ``cidx``, ``cval``). ``col``, ``cg``, ``ch`` are allocated by the caller at an upper
-    bound of the total length (``leaf_list_size``); returns the total length used.
-
-    One depth-first walk per tree with an explicit stack keeps the running sums of the
-    current path per output feature, restoring them (saved values, no subtraction) when it
-    leaves a node, so the cost is the nodes times their credits plus the lists' length, not
-    the sum of the leaves' depths (a chain tree of depth d would cost d^2)."""
+def leaf_list_ptr(left, feature, parent, dg, dh, cptr, cidx, cval, n_out, ptr):
+    """The offsets of the flattened per-leaf lists of ``leaf_lists``: node n's entries will be
+    ``ptr[n]:ptr[n + 1]`` (none at inner nodes), one per output feature credited on its path;
+    returns the total length, for the caller to allocate ``col``, ``cg``, ``ch`` exactly."""
     n = left.shape[0]
     right = _children_of(left, parent)
     counts = np.zeros(n, dtype=np.int64)
+    none_i = np.empty(0, dtype=np.int32)
+    none_f = np.empty(0)
     _path_walk(left, right, feature, parent, dg, dh, cptr, cidx, cval, n_out, ptr, counts,
-               col, cg, ch, False)  # fmt: skip
+               none_i, none_f, none_f, False)  # fmt: skip
     end = 0
     for m in range(n):
         ptr[m] = end
         end += counts[m]
     ptr[n] = end
+    return end
+
+
+@njit(cache=True)
+def leaf_lists(left, feature, parent, dg, dh, cptr, cidx, cval, n_out, ptr, col, cg, ch):
+    """Fill the flattened per-leaf lists at the offsets ``ptr`` from ``leaf_list_ptr``: node
+    n's entries ``ptr[n]:ptr[n + 1]`` are each an output feature ``col`` and its coefficients
+    ``cg`` of the gradient and ``ch`` of the hessian, summed over the path's edges (q -> m) as
+    ``credit(feature[q], o) * dg[m]`` (``dh[m]``). The column credit is given in CSR form
+    (``cptr``, ``cidx``, ``cval``).
+
+    One depth-first walk per tree with an explicit stack keeps the running sums of the
+    current path per output feature, restoring them (saved values, no subtraction) when it
+    leaves a node, so the cost is the nodes times their credits plus the lists' length, not
+    the sum of the leaves' depths (a chain tree of depth d would cost d^2)."""
+    right = _children_of(left, parent)
+    counts = np.zeros(left.shape[0], dtype=np.int64)
     _path_walk(left, right, feature, parent, dg, dh, cptr, cidx, cval, n_out, ptr, counts,
                col, cg, ch, True)  # fmt: skip
-    return end
 
 
 @njit(cache=True)
@@ -146,37 +156,6 @@ def _path_walk(left, right, feature, parent, dg, dh, cptr, cidx, cval, n_out, pt
                     ch[ptr[m] + j] = acc_h[o]
             else:
                 counts[m] = n_active
-
-
-@njit(cache=True)
-def leaf_list_size(left, feature, parent, cptr):
-    """An upper bound of the total length of the per-leaf lists: per leaf, the credited edges
-    on its path, but at most ``cptr[-1]`` (a list has one entry per distinct output feature).
-    Linear in the nodes: the paths' credits are summed from the roots down."""
-    n = left.shape[0]
-    cap = cptr[cptr.shape[0] - 1]
-    right = _children_of(left, parent)
-    credits = np.zeros(n, dtype=np.int64)
-    stack = np.empty(n + 1, dtype=np.int64)
-    total = 0
-    for root in range(n):
-        if parent[root] >= 0:
-            continue
-        stack[0] = root
-        sp = 1
-        while sp > 0:
-            sp -= 1
-            m = stack[sp]
-            if left[m] < 0:
-                total += min(credits[m], cap)
-                continue
-            f = feature[m]
-            for j in range(2):
-                c = np.int64(left[m]) if j == 0 else right[m]
-                credits[c] = min(credits[m] + cptr[f + 1] - cptr[f], cap)
-                stack[sp] = c
-                sp += 1
-    return total
 
 
 # what a row adds per tree (``edge_moments``'s ``mode``)
