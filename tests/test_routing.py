@@ -25,8 +25,7 @@ import numpy as np
 import pytest
 
 from treeinner import TreeEnsemble
-from treeinner import ensemble as ensemble_mod
-from treeinner.kernels import routing
+from treeinner.kernels import _threads, routing
 
 F32 = np.float32
 RULES = ("float64 <=", "float32 <", "float32 <=")
@@ -34,7 +33,7 @@ ZERO_EPS = float(np.float32(1e-35))  # LightGBM kZeroThreshold, a float
 MAX_CAT = 2**31 - 1
 F32_MAX = float(np.finfo(np.float32).max)
 F32_OVERFLOW = F32_MAX + 2.0**103  # from here on float64 rounds to +inf in float32
-SERIAL_WORK = ensemble_mod._SERIAL_WORK
+SERIAL_WORK = _threads.SERIAL_WORK
 
 
 def f32(x):
@@ -446,7 +445,7 @@ CHUNK = 10
 
 @pytest.mark.parametrize("chunk", range(N_ENSEMBLES // CHUNK))
 def test_random_ensembles_serial(chunk):
-    """300 random ensembles, small inputs (serial kernels), full and partial iteration ranges."""
+    """300 random ensembles, small inputs (calling thread only), full and partial tree ranges."""
     for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK):
         rng = np.random.default_rng(seed)
         ens, pools = random_ensemble(rng)
@@ -462,12 +461,12 @@ def test_random_ensembles_serial(chunk):
 
 @pytest.mark.parametrize("seed", range(1000, 1024))
 def test_random_ensembles_parallel(seed):
-    """Inputs with rows x trees >= _SERIAL_WORK, which take the parallel kernels."""
+    """Inputs with rows x trees >= SERIAL_WORK, which the kernels spread over threads."""
     rng = np.random.default_rng(seed)
     ens, pools = random_ensemble(rng)
     n = -(-SERIAL_WORK // ens.n_trees) + int(rng.integers(0, 200))
     X = random_X(rng, ens, pools, n)
-    assert ens._pick("parallel", "serial", X, ens.n_trees) == "parallel"
+    assert X.shape[0] * ens.n_trees >= SERIAL_WORK  # spread over threads
     check(ens, X, scalar_rows=4)
     check(ens, X, random_range(rng, ens), scalar_rows=4)
 
@@ -577,7 +576,7 @@ def test_every_node_kind(rule, prefix):
     X = np.column_stack([xs, np.zeros_like(xs)])
     check(ens, X, scalar_rows=len(xs) if prefix == 0 else 4)
     big = np.tile(X, (-(-SERIAL_WORK // (ens.n_trees * len(xs))) + 1, 1))
-    assert ens._pick("parallel", "serial", big, ens.n_trees) == "parallel"
+    assert big.shape[0] * ens.n_trees >= SERIAL_WORK  # spread over threads
     check(ens, big, scalar_rows=0)
 
 

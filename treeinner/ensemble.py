@@ -36,9 +36,6 @@ from .kernels import oblivious, routing
 __all__ = ["DECISION_RULES", "TreeEnsemble"]
 
 FORMAT_VERSION = 2
-_SERIAL_WORK = 50_000  # rows x trees below which the kernels run on the calling thread
-_MARGIN = (routing.predict_margin, routing.predict_margin_serial)
-_LEAF_INDEX = (routing.leaf_index, routing.leaf_index_serial)
 
 _NODE_ARRAYS = {
     "left": np.int32,
@@ -946,7 +943,9 @@ class TreeEnsemble:
         for start, block in blocks:
             rows = out[start : start + block.shape[0]]
             f32 = self._float32_input
-            self._route(_MARGIN, block, lo, hi, self.base_margin, self.float32_sum, f32, rows)
+            self._route(
+                routing.predict_margin, block, lo, hi, self.base_margin, self.float32_sum, f32, rows
+            )
             if self._linear is not None:
                 self._add_linear(block, lo, hi, rows)
         return out[:, 0] if self.n_outputs == 1 else out
@@ -969,9 +968,7 @@ class TreeEnsemble:
         for c0 in range(0, block.shape[0], 4096):
             part = block[c0 : c0 + 4096]
             leaves = np.empty((part.shape[0], hi - lo), dtype=np.int32)
-            routing.leaf_index_serial(
-                part, nodes, self._layout, lo, hi, self._float32_input, leaves
-            )
+            routing.leaf_index(part, nodes, self._layout, lo, hi, self._float32_input, leaves)
             X = part.astype(np.float64, copy=False)
             rows = np.arange(X.shape[0])
             for t, table in tables.items():
@@ -1004,20 +1001,13 @@ class TreeEnsemble:
         out = np.empty((n, hi - lo), dtype=np.int32)
         for start, block in blocks:
             rows = out[start : start + block.shape[0]]
-            self._route(_LEAF_INDEX, block, lo, hi, self._float32_input, rows)
+            self._route(routing.leaf_index, block, lo, hi, self._float32_input, rows)
         return out
 
-    def _route(self, kernels: tuple, block: np.ndarray, lo: int, hi: int, *args: Any) -> None:
-        """Run a routing kernel on ``block`` and trees ``lo:hi``: ``kernels`` is the parallel
-        kernel and its serial twin (see ``_pick``); ``args`` follow the kernel's node arrays,
-        layout and tree range."""
-        kernel = self._pick(*kernels, block, hi - lo)
+    def _route(self, kernel: Any, block: np.ndarray, lo: int, hi: int, *args: Any) -> None:
+        """Run a routing kernel of ``kernels.routing`` on ``block`` and trees ``lo:hi``;
+        ``args`` follow the kernel's node arrays, layout and tree range."""
         kernel(block, self._nodes(), self._layout, lo, hi, *args)
-
-    @staticmethod
-    def _pick(parallel, serial, block: np.ndarray, n_trees: int):
-        """The serial kernel where waking the thread pool would cost more than the work."""
-        return serial if block.shape[0] * max(n_trees, 1) < _SERIAL_WORK else parallel
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> None:

@@ -10,10 +10,10 @@ of the unified rule "go left iff x <= bound" (see ``treeinner._thresholds``).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .._format import CAT_SET_LEFT, MISSING_NONE, MISSING_ZERO, NUMERIC
-from ._twins import parallel_and_serial
+from ._threads import n_chunks, run_chunks
 
 ROW_BLOCK = 64
 _ZERO_EPS = float(np.float32(1e-35))  # LightGBM's kZeroThreshold is the float 1e-35f
@@ -293,17 +293,21 @@ def _add_leaves(acc, idx, value, m, c, f32_sum):
             acc[k, c] += value[idx[k]]
 
 
-def predict_margin(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out):
-    """Set ``out`` (n, n_outputs) to the base margin plus trees ``tree_lo:tree_hi``.
+@njit(cache=True, inline="always")
+def chunk_range(ch, n_chunks, n_items):
+    """The items ``lo:hi`` of chunk ``ch`` of ``n_chunks`` nearly equal chunks."""
+    size = (n_items + n_chunks - 1) // n_chunks
+    lo = min(n_items, ch * size)
+    return lo, min(n_items, lo + size)
 
-    With ``f32_sum`` the sum is carried in float32 in tree order, as XGBoost does; with
-    ``f32_cat`` categorical values are cast to float32 before they are read as integers.
-    Parallel over blocks of ``ROW_BLOCK`` rows; within a block trees are the outer loop, so a
-    tree's nodes stay in cache while the block's rows go through it level by level.
-    """
+
+@njit(cache=True, nogil=True)
+def _margin_chunk(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out, ch, nch):
+    """Chunk ``ch`` of ``nch`` (row blocks) of ``predict_margin``."""
     n_out = out.shape[1]
     slot_value = nodes.value[layout.bottom]  # oblivious trees: the leaf value of every slot
-    for b in prange(n_blocks(X.shape[0])):
+    b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
+    for b in range(b0, b1):
         r0, m, idx, buf = _load_block(X, b, layout.used)
         acc = np.empty((ROW_BLOCK, n_out), dtype=np.float64)
         for k in range(m):
@@ -321,15 +325,33 @@ def predict_margin(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32
                 out[r0 + k, g] = acc[k, g]
 
 
-predict_margin, predict_margin_serial = parallel_and_serial(predict_margin)
+def predict_margin(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out):
+    """Set ``out`` (n, n_outputs) to the base margin plus trees ``tree_lo:tree_hi``.
+
+    With ``f32_sum`` the sum is carried in float32 in tree order, as XGBoost does; with
+    ``f32_cat`` categorical values are cast to float32 before they are read as integers.
+    Spread over threads by blocks of ``ROW_BLOCK`` rows (``kernels._threads``); within a block
+    trees are the outer loop, so a tree's nodes stay in cache while the block's rows go through
+    it level by level.
+    """
+    nb = n_blocks(X.shape[0])
+    nch = n_chunks(X.shape[0] * max(tree_hi - tree_lo, 1), nb)
+    run_chunks(_margin_chunk, nch, X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum,
+               f32_cat, out)  # fmt: skip
 
 
-def leaf_index(X, nodes, layout, tree_lo, tree_hi, f32, out):
-    """Write the booster's leaf id of every row and tree ``tree_lo:tree_hi`` into ``out``."""
+@njit(cache=True, nogil=True)
+def _leaf_index_chunk(X, nodes, layout, tree_lo, tree_hi, f32, out, ch, nch):
+    """Chunk ``ch`` of ``nch`` (row blocks) of ``leaf_index``."""
     leaf_id = nodes.leaf_id
     slot_id = leaf_id[layout.bottom]  # oblivious trees: the leaf id of every slot
-    for b in prange(n_blocks(X.shape[0])):
-        r0, m, idx, buf = _load_block(X, b, layout.used)
+    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
+    buf = np.empty((2 * layout.used.shape[0], ROW_BLOCK), dtype=np.float64)
+    b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
+    for b in range(b0, b1):
+        r0 = b * ROW_BLOCK
+        m = min(X.shape[0], r0 + ROW_BLOCK) - r0
+        _fill_buffer(X, r0, m, layout.used, buf)
         for t in range(tree_lo, tree_hi):
             if layout.tree_flags[t] & TREE_OBLIVIOUS:
                 oblivious_slots(t, layout, buf, idx)
@@ -341,7 +363,12 @@ def leaf_index(X, nodes, layout, tree_lo, tree_hi, f32, out):
                     out[r0 + k, t - tree_lo] = leaf_id[idx[k]]
 
 
-leaf_index, leaf_index_serial = parallel_and_serial(leaf_index)
+def leaf_index(X, nodes, layout, tree_lo, tree_hi, f32, out):
+    """Write the booster's leaf id of every row and tree ``tree_lo:tree_hi`` into ``out``
+    (spread over threads like ``predict_margin``)."""
+    nb = n_blocks(X.shape[0])
+    nch = n_chunks(X.shape[0] * max(tree_hi - tree_lo, 1), nb)
+    run_chunks(_leaf_index_chunk, nch, X, nodes, layout, tree_lo, tree_hi, f32, out)
 
 
 @njit(cache=True)
