@@ -76,9 +76,10 @@ def grad_hess_row(code, prm, y, F, g, h):
             g[c] = p - (1.0 if c == label else 0.0)
             h[c] = max(prm[fmt.P_HESS_SCALE] * p * (1.0 - p), prm[fmt.P_MIN_HESS])
         return
-    if code == fmt.OVA:
-        label = np.int64(y)
-        for c in range(K):
-            g[c], h[c] = grad_hess(fmt.LOGISTIC, prm, 1.0 if c == label else 0.0, F[c])
-        return
-    g[0], h[0] = grad_hess(code, prm, y, F[0])
+    # one-vs-all: each output is a logistic of its own 0/1 label (one inlined grad_hess only)
+    ova = code == fmt.OVA
+    one = fmt.LOGISTIC if ova else code
+    label = np.int64(y) if ova else -1
+    for c in range(K if ova else 1):
+        yc = (1.0 if c == label else 0.0) if ova else y
+        g[c], h[c] = grad_hess(one, prm, yc, F[c])
