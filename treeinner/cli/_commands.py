@@ -1,5 +1,5 @@
-"""The subcommands ``explain``, ``select`` and ``demo``: check the arguments, read the files,
-compute (through the method registry), print and write the results."""
+"""The subcommands ``explain``, ``select``, ``demo`` and ``warm-up``: check the arguments, read
+the files, compute (through the method registry), print and write the results."""
 
 from __future__ import annotations
 
@@ -319,3 +319,16 @@ def demo(args: argparse.Namespace) -> int:
     from .. import demo as demo_module
 
     return int(demo_module.main([]) or 0)
+
+
+def warm_up(args: argparse.Namespace) -> int:
+    """``treeinner warm-up``: compile and cache every kernel (``treeinner._warmup``)."""
+    from .._warmup import warm_up as run
+
+    def report(step: str, seconds: float) -> None:
+        sys.stdout.write(f"{seconds:7.1f} s  {step}\n")
+        sys.stdout.flush()
+
+    total = run(report)
+    sys.stdout.write(f"{total:7.1f} s  in total; the kernels are cached for later processes\n")
+    return 0

@@ -224,4 +224,14 @@ def build_parser() -> argparse.ArgumentParser:
     de = sub.add_parser("demo", help="run the demo (python -m treeinner.demo)")
     _debug_option(de)
     de.set_defaults(func=_commands.demo)
+    wu = sub.add_parser(
+        "warm-up",
+        help="compile and cache the kernels now (e.g. when building a container image)",
+        description="Compile treeinner's Numba kernels and cache them on disk, so that later "
+        "processes load them instead of compiling them on their first call: run it once "
+        "where the cache persists (a container image build step, a CI cache). It trains "
+        "small native models on generated data and runs every method on them.",
+    )
+    _debug_option(wu)
+    wu.set_defaults(func=_commands.warm_up)
     return parser

@@ -1,0 +1,58 @@
+"""Tests of ``treeinner warm-up`` (treeinner._warmup): after it, models of every booster run
+without compiling a kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba.core import event
+
+import treeinner
+from treeinner import cli
+
+
+class _Compiles(event.Listener):
+    def __init__(self) -> None:
+        self.kernels: list[str] = []
+
+    def on_start(self, ev: event.Event) -> None:
+        fn = ev.data["dispatcher"].py_func
+        if fn.__module__.startswith("treeinner"):
+            self.kernels.append(f"{fn.__module__}.{fn.__qualname__}{ev.data['args']}")
+
+    def on_end(self, ev: event.Event) -> None:
+        pass
+
+
+def _models(X, y, yb, y3):
+    xgb = pytest.importorskip("xgboost")
+    yield "xgboost", xgb.XGBRegressor(n_estimators=5, max_depth=3).fit(X, y), y
+    yield "xgboost", xgb.XGBClassifier(n_estimators=5, max_depth=3).fit(X, yb), yb
+    yield "xgboost", xgb.XGBClassifier(n_estimators=3, max_depth=3).fit(X, y3), y3
+    lgb = pytest.importorskip("lightgbm")
+    opts = {"n_estimators": 5, "num_leaves": 7, "verbose": -1, "min_child_samples": 5}
+    yield "lightgbm", lgb.LGBMRegressor(**opts).fit(X, y), y
+    yield "lightgbm", lgb.LGBMClassifier(**opts).fit(X, yb), yb
+    cb = pytest.importorskip("catboost")
+    opts = {"iterations": 5, "depth": 3, "verbose": 0, "allow_writing_files": False}
+    yield "catboost", cb.CatBoostRegressor(**opts).fit(X, y), y
+
+
+def test_warm_up_covers_every_booster(capsys):
+    assert cli.main(["warm-up"]) == 0
+    out = capsys.readouterr().out
+    assert "every method" in out and "in total" in out
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 4))
+    y = X[:, 0] + rng.normal(size=300)
+    yb = (y > 0).astype(np.float64)
+    y3 = np.digitize(y, [-0.5, 0.5]).astype(np.float64)
+    listener = _Compiles()
+    event.register("numba:compile", listener)
+    try:
+        for name, model, target in _models(X, y, yb, y3):
+            treeinner.importance(model, X, target, random_state=0)
+            treeinner.tree_shap(model, X)
+            assert listener.kernels == [], (name, listener.kernels)
+    finally:
+        event.unregister("numba:compile", listener)
