@@ -57,6 +57,23 @@ def test_bins_are_upper_bounds_of_training_values(max_bins):
     assert 3.0 in b.cuts[2, : b.n_bins[2]]
 
 
+def test_binning_chunks_agree():
+    """Cuts and bins spread over several chunks (threads) equal those of one chunk."""
+    X = _binning_data(np.random.default_rng(7))
+    n, p = X.shape
+    out = []
+    for nch in (1, 4):
+        cuts = np.zeros((p, 15))
+        n_bins = np.zeros(p, dtype=np.int64)
+        K.find_cuts(X, 15, cuts, n_bins, nch)
+        bins = np.empty((n, p), dtype=np.uint8)
+        bins_t = np.empty((p, n), dtype=np.uint8)
+        K.apply_bins(X, cuts, n_bins, bins, bins_t, nch)
+        out.append((cuts, n_bins, bins, bins_t))
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_more_than_256_bins_use_uint16():
     x = np.arange(1000.0)[:, None]
     b = bin_data(x, 1000)
@@ -86,13 +103,15 @@ def test_histograms_equal_numpy(S, contiguous, parallel):
     # two nodes: one with three parts, one inside it with an empty part
     bounds = np.array([[0, 120, 200, 300], [30, 90, 90, 150]], dtype=np.int64)
     feats = np.arange(p, dtype=np.int64) if contiguous else np.array([0, 2, 3, 6], np.int64)
-    fblock = np.array([0, 2, feats.shape[0]], dtype=np.int64)
+    # two chunks of features (spread over threads), or one (on the calling thread)
+    fblock = np.array([0, 2, feats.shape[0]] if parallel else [0, feats.shape[0]], dtype=np.int64)
     n_hparts = 3
     slot_size = n_hparts * n_hbins * S
     pool = np.full(4 * slot_size, np.nan)
     slots = np.array([2, 0], dtype=np.int64)
-    build = K.build_histograms if parallel else K.build_histograms_serial
-    build(bins, gh, idx, bounds, n_hparts, feats, fblock, off, nbp, pool, slots, n_hbins, S)
+    K.build_histograms(
+        bins, gh, idx, bounds, n_hparts, feats, fblock, off, nbp, pool, slots, n_hbins, S
+    )
     for j in range(2):
         for r in range(n_hparts):
             rows = idx[bounds[j, r] : bounds[j, r + 1]]
@@ -118,6 +137,43 @@ def test_histograms_equal_numpy(S, contiguous, parallel):
             )
 
 
+@pytest.mark.parametrize("nblocks", [1, 2])
+def test_histograms_with_subtraction(nblocks):
+    """build_histograms(..., sub_parent, sub_small): the larger child's histogram (its
+    parent's slot minus the smaller child's) for the features built, as subtract_histograms."""
+    rng = np.random.default_rng(11)
+    n, p, S, n_hparts = 300, 6, 3, 2
+    n_bins = rng.integers(1, 20, p).astype(np.int64)
+    bins = np.stack([rng.integers(0, nb + 1, n) for nb in n_bins], axis=1).astype(np.uint8)
+    gh = rng.standard_normal((n, 2))
+    off, nbp, n_hbins = _layout(n_bins)
+    idx = rng.permutation(n).astype(np.int32)
+    feats = np.array([0, 1, 3, 4], dtype=np.int64)
+    fblock = np.round(np.linspace(0, feats.shape[0], nblocks + 1)).astype(np.int64)
+    slot_size = n_hparts * n_hbins * S
+    pool = np.zeros(3 * slot_size)
+    parent = np.array([[0, 200, 300]], dtype=np.int64)
+    small = np.array([[20, 90, 130]], dtype=np.int64)
+
+    def build(pool, bounds, slot, *sub):
+        K.build_histograms(
+            bins, gh, idx, bounds, n_hparts, feats, fblock, off, nbp, pool, np.array([slot]),
+            n_hbins, S, *sub,
+        )  # fmt: skip
+
+    build(pool, parent, 2)
+    expected = pool.copy()
+    build(expected, small, 0)
+    K.subtract_histograms(expected, np.array([2]), np.array([0]), slot_size)
+    build(pool, small, 0, np.array([2]), np.array([0]))
+    for r in range(n_hparts):
+        for f in feats:
+            o = (r * n_hbins + off[f]) * S
+            sl = slice(o, o + nbp[f] * S)
+            np.testing.assert_array_equal(pool[2 * slot_size :][sl], expected[2 * slot_size :][sl])
+            np.testing.assert_array_equal(pool[:slot_size][sl], expected[:slot_size][sl])
+
+
 # ---------------------------------------------------------------------- partition
 @pytest.mark.parametrize("parallel", [True, False])
 def test_partition_is_stable_and_keeps_parts(parallel):
@@ -133,9 +189,7 @@ def test_partition_is_stable_and_keeps_parts(parallel):
     miss = np.array([10, 10])
     before = idx.copy()
     cb = np.empty((2, 2, 4), dtype=np.int64)
-    (K.partition if parallel else K.partition_serial)(
-        bins_t, idx, tmp, bounds, feature, thr, dl, miss, cb
-    )
+    K.partition(bins_t, idx, tmp, bounds, feature, thr, dl, miss, cb, 2 if parallel else 1)
     for j in range(2):
         exp_left, exp_right, lb, rb = [], [], [bounds[j, 0]], []
         for r in range(3):
@@ -211,8 +265,9 @@ def _reference_split(hist, tot, lam, mcw, msl, unbiased):
     return out
 
 
+@pytest.mark.parametrize("nch", [None, 4])
 @pytest.mark.parametrize("unbiased,P", [(False, 1), (True, 3), (True, 2)])
-def test_find_splits_equals_brute_force(unbiased, P):
+def test_find_splits_equals_brute_force(unbiased, P, nch):
     rng = np.random.default_rng(3)
     lam, mcw, msl = 0.7, 0.2, 1.0
     n_feat = 6
@@ -259,6 +314,7 @@ def test_find_splits_equals_brute_force(unbiased, P):
             unbiased,
             res_i,
             res_f,
+            nch,
         )
         np.testing.assert_allclose(totals[0], hists[0].sum(axis=1), rtol=1e-12)
         # the kernel sums the node totals from the first feature's histogram
@@ -324,8 +380,7 @@ def test_finish_leaves(parallel):
     sums = np.empty((3, 3))
     values = np.empty(3)
     F = np.ones((50, 2))
-    kernel = K.finish_leaves if parallel else K.finish_leaves_serial
-    kernel(gh, idx, starts, ends, 0.3, 1.5, F, 1, sums, values)
+    K.finish_leaves(gh, idx, starts, ends, 0.3, 1.5, F, 1, sums, values, 3 if parallel else 1)
     for j in range(3):
         rows = idx[starts[j] : ends[j]]
         G, H = gh[rows, 0].sum(), gh[rows, 1].sum()
@@ -345,7 +400,7 @@ def test_gradients_and_eval_routing(parallel):
     prm = np.zeros(7)
     prm[0] = 2.0  # XGBoost's softmax hessian scale
     prm[5] = 1e-16
-    (K.round_gradients if parallel else K.round_gradients_serial)(2, prm, y, w, F, gh)
+    K.round_gradients(2, prm, y, w, F, gh, 2 if parallel else 1)
     p = np.exp(F) / np.exp(F).sum(axis=1, keepdims=True)
     g = p - (np.arange(3)[None, :] == y[:, None])
     np.testing.assert_allclose(gh[:, :, 0].T, w[:, None] * g, rtol=1e-12)
@@ -356,7 +411,7 @@ def test_gradients_and_eval_routing(parallel):
     left = np.array([1, -1, -1], dtype=np.int32)
     right = np.array([2, -1, -1], dtype=np.int32)
     out = np.zeros((40, 2))
-    (K.add_tree if parallel else K.add_tree_serial)(
+    K.add_tree(
         X,
         left,
         right,
@@ -366,6 +421,7 @@ def test_gradients_and_eval_routing(parallel):
         np.array([0.0, -1.0, 2.0]),
         out,
         1,
+        2 if parallel else 1,
     )
     expected = np.where(np.isnan(X[:, 1]) | (X[:, 1] <= 0.0), -1.0, 2.0)
     np.testing.assert_array_equal(out[:, 1], expected)

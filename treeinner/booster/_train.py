@@ -5,19 +5,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
 from .._errors import InputError
 from ..kernels import histogram as K
+from ..kernels._threads import n_chunks, n_threads
 from ..objectives import Objective
 
 # Work below which a kernel runs on the calling thread: waking the thread pool costs more
 # (and, on a machine busy with other work, far more). Rows x features of a histogram batch;
 # split candidates (nodes x features x bins) of a split search; rows of a row-wise kernel.
 _PARALLEL_HIST_WORK = 1 << 17
-_PARALLEL_CANDIDATES = 1 << 16
-_PARALLEL_ROWS = 1 << 18
+_PARALLEL_CANDIDATES = 1 << 15
+_PARALLEL_ROWS = 1 << 15
 
 
 @dataclass
@@ -57,15 +57,14 @@ def bin_data(X: np.ndarray, max_bins: int) -> Binned:
     """Bin every feature of ``X`` into at most ``max_bins - 1`` value bins plus a missing bin."""
     n, p = X.shape
     max_value_bins = max_bins - 1
-    XT = np.ascontiguousarray(X.T)
+    X = np.ascontiguousarray(X, dtype=np.float64)
     cuts = np.zeros((p, max_value_bins), dtype=np.float64)
     n_bins = np.zeros(p, dtype=np.int64)
-    K.find_cuts(XT, max_value_bins, cuts, n_bins)
+    K.find_cuts(X, max_value_bins, cuts, n_bins)
     dtype = np.uint8 if max_bins <= 256 else np.uint16
+    bins = np.empty((n, p), dtype=dtype)
     bins_t = np.empty((p, n), dtype=dtype)
-    K.apply_bins(XT, cuts, n_bins, bins_t)
-    del XT
-    bins = np.ascontiguousarray(bins_t.T)
+    K.apply_bins(X, cuts, n_bins, bins, bins_t)
     nbp = n_bins + 1
     off = np.zeros(p, dtype=np.int64)
     off[1:] = np.cumsum(nbp)[:-1]
@@ -113,6 +112,9 @@ class _Pool:
             self.free.append(slot)
 
 
+_NO_SCORES = [-np.inf] * K.N_FRES  # of a node not evaluated
+
+
 class _Tree:
     """Per-node bookkeeping of the tree being grown (plain lists: nodes are few)."""
 
@@ -125,23 +127,20 @@ class _Tree:
         self.feature = [-1]
         self.bin = [-1]
         self.default_left = [0]
-        self.scores: list[list[float]] = [[-np.inf] * K.N_FRES]
+        self.scores: list[list[float]] = [_NO_SCORES]  # replaced, never changed in place
         self.evaluated = [False]
 
     def add(self, depth: int, bounds: tuple[int, ...]) -> int:
         self.depth.append(depth)
         self.bounds.append(bounds)
-        for lst, v in (
-            (self.slot, -1),
-            (self.left, -1),
-            (self.right, -1),
-            (self.feature, -1),
-            (self.bin, -1),
-            (self.default_left, 0),
-            (self.evaluated, False),
-        ):
-            lst.append(v)
-        self.scores.append([-np.inf] * K.N_FRES)
+        self.slot.append(-1)
+        self.left.append(-1)
+        self.right.append(-1)
+        self.feature.append(-1)
+        self.bin.append(-1)
+        self.default_left.append(0)
+        self.evaluated.append(False)
+        self.scores.append(_NO_SCORES)
         return len(self.depth) - 1
 
 
@@ -181,7 +180,10 @@ class Grower:
             return False
         b = t.bounds[k]
         need = 2 * self.msl
-        return all(b[r + 1] - b[r] >= need for r in range(self.HP))
+        for r in range(self.HP):
+            if b[r + 1] - b[r] < need:
+                return False
+        return True
 
     @staticmethod
     def _slots(t: _Tree, ids: list[int]) -> np.ndarray:
@@ -190,16 +192,18 @@ class Grower:
             raise RuntimeError("treeinner.booster internal error: a node has no histogram.")
         return slots
 
-    def _build(self, t: _Tree, ids: list[int], idx, gh, feats, fblock) -> None:
+    def _build(
+        self, t: _Tree, ids: list[int], idx, gh, feats, fblock, sub_parent=(), sub_small=()
+    ) -> None:
+        """Histograms of the nodes ``ids``; then slots ``sub_parent`` minus ``sub_small``."""
         if not ids:
             return
         bounds = np.array([t.bounds[k] for k in ids], dtype=np.int64)
         slots = self._slots(t, ids)
         rows = sum(t.bounds[k][self.HP] - t.bounds[k][0] for k in ids)
-        kernel = K.build_histograms
         if rows * feats.shape[0] < _PARALLEL_HIST_WORK or fblock.shape[0] <= 2:
-            kernel, fblock = K.build_histograms_serial, fblock[[0, -1]]  # one pass over the rows
-        kernel(
+            fblock = fblock[[0, -1]]  # one chunk on the calling thread: one pass over the rows
+        K.build_histograms(
             self.b.bins,
             gh,
             idx,
@@ -213,6 +217,8 @@ class Grower:
             slots,
             self.b.n_hbins,
             self.S,
+            np.array(sub_parent, dtype=np.int64),
+            np.array(sub_small, dtype=np.int64),
         )
 
     def _find(self, t: _Tree, ids: list[int], feats) -> None:
@@ -224,8 +230,8 @@ class Grower:
         res_i = np.empty((m, K.N_IRES), dtype=np.int64)
         res_f = np.empty((m, K.N_FRES), dtype=np.float64)
         work = m * int(self.b.nbp[feats].sum())
-        kernel = K.find_splits if work >= _PARALLEL_CANDIDATES else K.find_splits_serial
-        kernel(
+        nch = n_chunks(work, m * feats.shape[0]) if work >= _PARALLEL_CANDIDATES else 1
+        K.find_splits(
             self.pool.data,
             slots,
             totals,
@@ -241,6 +247,7 @@ class Grower:
             self.cfg.unbiased,
             res_i,
             res_f,
+            nch,
         )
         for k, ri, rf in zip(ids, res_i.tolist(), res_f.tolist()):
             t.evaluated[k] = True
@@ -313,8 +320,7 @@ class Grower:
             dl = np.array([t.default_left[k] for k in batch], dtype=np.int64)
             cb = np.empty((m, 2, self.P + 1), dtype=np.int64)
             rows = int(bounds[:, -1].sum() - bounds[:, 0].sum())
-            part = K.partition if m > 1 and rows >= _PARALLEL_ROWS else K.partition_serial
-            part(
+            K.partition(
                 self.b.bins_t,
                 idx,
                 self.tmp,
@@ -324,6 +330,7 @@ class Grower:
                 dl,
                 self.b.n_bins[feature],
                 cb,
+                n_chunks(rows, m) if m > 1 and rows >= _PARALLEL_ROWS else 1,
             )
             child_bounds = cb.tolist()
             more = (not self.best_first) or n_leaves < cfg.num_leaves
@@ -363,14 +370,7 @@ class Grower:
                     to_find.append(small)
                 else:  # built only to be subtracted from its parent
                     scratch.append(small)
-            self._build(t, to_build, idx, gh, feats, fblock)
-            if sub_parent:
-                K.subtract_histograms(
-                    pool.data,
-                    np.array(sub_parent, dtype=np.int64),
-                    np.array(sub_small, dtype=np.int64),
-                    pool.slot_size,
-                )
+            self._build(t, to_build, idx, gh, feats, fblock, sub_parent, sub_small)
             for c in scratch:
                 pool.release(t.slot[c])
                 t.slot[c] = -1
@@ -402,17 +402,22 @@ class Grower:
         leaf_values = np.empty(leaves.shape[0])
         lam = self.cfg.reg_lambda
         lr = self.cfg.learning_rate
-        kernel = K.finish_leaves if idx.shape[0] >= _PARALLEL_ROWS else K.finish_leaves_serial
-        kernel(gh, idx, starts, ends, lr, lam, F, output, sums, leaf_values)
+        nch = n_chunks(idx.shape[0], leaves.shape[0]) if idx.shape[0] >= _PARALLEL_ROWS else 1
+        K.finish_leaves(gh, idx, starts, ends, lr, lam, F, output, sums, leaf_values, nch)
         G = np.zeros(n)
         H = np.zeros(n)
         C = np.zeros(n)
         G[leaves], H[leaves], C[leaves] = sums[:, 0], sums[:, 1], sums[:, 2]
+        Gs, Hs, Cs = G.tolist(), H.tolist(), C.tolist()  # Python floats: the same sums, faster
+        lt, rt = t.left, t.right
         for k in range(n - 1, -1, -1):  # children are created after their parent
-            if left[k] >= 0:
-                G[k] = G[left[k]] + G[right[k]]
-                H[k] = H[left[k]] + H[right[k]]
-                C[k] = C[left[k]] + C[right[k]]
+            a = lt[k]
+            if a >= 0:
+                b = rt[k]
+                Gs[k] = Gs[a] + Gs[b]
+                Hs[k] = Hs[a] + Hs[b]
+                Cs[k] = Cs[a] + Cs[b]
+        G, H, C = np.array(Gs), np.array(Hs), np.array(Cs)
         value = np.zeros(n)
         value[leaves] = leaf_values
         gain = np.zeros(n)
@@ -496,7 +501,7 @@ def train(
     role = np.empty(n, dtype=np.int64)
     role_of_rank = np.repeat(np.arange(n_parts), sizes + ([n - n_in] if n_in < n else []))
     n_feat = max(1, int(round(cfg.colsample_bytree * p)))
-    threads = numba.get_num_threads()
+    threads = n_threads()
 
     F = np.tile(base_margin, (n, 1))
     gh_all = np.empty((n_out, n, 2), dtype=np.float64)
@@ -510,8 +515,9 @@ def train(
     best_iter, best_loss = -1, np.inf
     rounds = 0
     for it in range(cfg.n_estimators):
-        gradients = K.round_gradients if n * n_out >= _PARALLEL_ROWS else K.round_gradients_serial
-        gradients(obj.code, obj.prm, y, w, F, gh_all)
+        K.round_gradients(
+            obj.code, obj.prm, y, w, F, gh_all, None if n * n_out >= _PARALLEL_ROWS else 1
+        )
         for c in range(n_out):
             if random_rows:
                 role[rng.permutation(n)] = role_of_rank
@@ -528,8 +534,7 @@ def train(
             fblock = np.round(np.linspace(0, feats.shape[0], T + 1)).astype(np.int64)
             tree = grower.grow(idx, bounds0, gh_all[c], feats, fblock, F, c)
             for Xe, _, Fe in evals:
-                add_tree = K.add_tree if Xe.shape[0] >= _PARALLEL_ROWS else K.add_tree_serial
-                add_tree(
+                K.add_tree(
                     Xe,
                     tree.left,
                     tree.right,
@@ -539,6 +544,7 @@ def train(
                     tree.value,
                     Fe,
                     c,
+                    None if Xe.shape[0] >= _PARALLEL_ROWS else 1,
                 )
             trees.append(tree)
             groups.append(c)

@@ -19,8 +19,10 @@ Layout
 A numeric split sends a row left iff its bin is ``<= thr_bin`` (value ``<= cuts[f, thr_bin]``),
 and missing values to the default side. Every kernel's result is independent of the number of
 threads: each histogram entry, node sum and split is computed by one thread in a fixed order.
-Kernels that do real work on many rows come in a parallel and a ``_serial`` version, compiled
-from one function (``kernels._twins``); the caller picks by the amount of work. All use NumPy's
+Kernels that do real work on many rows are chunk kernels (``_..._chunk(..., ch, nch)``, compiled
+``nogil``) spread over threads by ``kernels._threads.run_chunks`` from a plain Python function
+of the public name; the caller picks the number of chunks by the amount of work (one chunk
+runs on the calling thread). All use NumPy's
 floating-point error model: a candidate split's score may divide by zero before the candidate
 is masked out as invalid.
 """
@@ -29,17 +31,17 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._twins import parallel_and_serial
+from ._threads import n_chunks, run_chunks
 from .gradients import grad_hess, grad_hess_row
+from .routing import chunk_range
 
 ROW_BLOCK = 4096  # rows per parallel task where rows are independent
 PREFETCH_ROWS = 8  # rows ahead whose data the histogram loop prefetches
 _NEG_INF = -np.inf
-_OPTIONS = {"error_model": "numpy"}  # of every kernel here
 
 
 @intrinsic
@@ -124,20 +126,16 @@ def _greedy_bins(s, distinct, max_bins, out):
     return k
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
-def find_cuts(XT, max_value_bins, cuts, n_bins):
-    """Bin upper bounds of every feature (row ``f`` of ``XT``; NaN ignored) into
-    ``cuts[f, :n_bins[f]]``.
-
-    With at most ``max_value_bins`` distinct values, one bin per value; otherwise quantile bins
-    (see ``_greedy_bins``).
-    """
-    p, n = XT.shape
-    for f in prange(p):
-        col = np.empty(n, dtype=np.float64)
+@njit(cache=True, nogil=True, error_model="numpy")
+def _cuts_chunk(X, max_value_bins, cuts, n_bins, ch, nch):
+    """Chunk ``ch`` of ``nch`` (features) of ``find_cuts``."""
+    n, p = X.shape
+    f0, f1 = chunk_range(ch, nch, p)
+    col = np.empty(n, dtype=np.float64)
+    for f in range(f0, f1):
         m = 0
         for i in range(n):
-            v = XT[f, i]
+            v = X[i, f]
             if not np.isnan(v):
                 col[m] = v
                 m += 1
@@ -145,7 +143,7 @@ def find_cuts(XT, max_value_bins, cuts, n_bins):
             n_bins[f] = 0
             continue
         s = np.sort(col[:m])
-        distinct = 1
+        distinct = m - m + 1  # an int64, not the literal 1 (one _greedy_bins compile)
         for i in range(1, m):
             if s[i] != s[i - 1]:
                 distinct += 1
@@ -160,53 +158,98 @@ def find_cuts(XT, max_value_bins, cuts, n_bins):
         n_bins[f] = k
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
-def apply_bins(XT, cuts, n_bins, out):
-    """Bin of every entry of ``XT`` (features x rows) into ``out`` (same layout): the first
-    bin whose upper bound is ``>= x`` (clamped to the last value bin), ``n_bins[f]`` for NaN."""
-    p, n = XT.shape
-    for f in prange(p):
-        nb = n_bins[f]
-        c = cuts[f]
-        steps = 0
-        while (1 << steps) < nb:
-            steps += 1
-        for i in range(n):
-            v = XT[f, i]
-            if np.isnan(v) or nb == 0:
-                out[f, i] = nb
-                continue
-            lo = 0  # branch-free lower bound: the first b with c[b] >= v, or nb - 1
-            half = 1 << steps
-            for _ in range(steps):
-                half >>= 1
-                probe = min(lo + half, nb) - 1
-                if c[probe] < v:
-                    lo = probe + 1
-            out[f, i] = min(lo, nb - 1)
+def find_cuts(X, max_value_bins, cuts, n_bins, nch=None):
+    """Bin upper bounds of every feature (column ``f`` of ``X``; NaN ignored) into
+    ``cuts[f, :n_bins[f]]`` (``nch`` chunks of features; by default from the work).
+
+    With at most ``max_value_bins`` distinct values, one bin per value; otherwise quantile bins
+    (see ``_greedy_bins``).
+    """
+    n, p = X.shape
+    if nch is None:
+        nch = n_chunks(p * n, p, 1)
+    run_chunks(_cuts_chunk, nch, X, max_value_bins, cuts, n_bins)
+
+
+BIN_ROWS = 256  # rows per block of apply_bins (their values of every feature stay in cache)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _bins_chunk(X, cuts, n_bins, bins, bins_t, ch, nch):
+    """Chunk ``ch`` of ``nch`` (row blocks) of ``apply_bins``."""
+    n, p = X.shape
+    k0, k1 = chunk_range(ch, nch, (n + BIN_ROWS - 1) // BIN_ROWS)
+    for blk in range(k0, k1):
+        i0 = blk * BIN_ROWS
+        i1 = min(n, i0 + BIN_ROWS)
+        for f in range(p):
+            nb = n_bins[f]
+            c = cuts[f]
+            steps = 0
+            while (1 << steps) < nb:
+                steps += 1
+            for i in range(i0, i1):
+                v = X[i, f]
+                if np.isnan(v) or nb == 0:
+                    b = nb
+                else:
+                    lo = 0  # branch-free lower bound: the first b with c[b] >= v, or nb - 1
+                    half = 1 << steps
+                    for _ in range(steps):
+                        half >>= 1
+                        probe = min(lo + half, nb) - 1
+                        lo = probe + 1 if c[probe] < v else lo
+                    b = min(lo, nb - 1)
+                bins[i, f] = b
+                bins_t[f, i] = b
+
+
+def apply_bins(X, cuts, n_bins, bins, bins_t, nch=None):
+    """Bin of every entry of ``X`` (rows x features) into ``bins`` (same layout) and
+    ``bins_t`` (features x rows): the first bin whose upper bound is ``>= x`` (clamped to the
+    last value bin), ``n_bins[f]`` for NaN. ``nch`` chunks of row blocks (by default from the
+    work)."""
+    n, p = X.shape
+    if nch is None:
+        nch = n_chunks(p * n, (n + BIN_ROWS - 1) // BIN_ROWS)
+    run_chunks(_bins_chunk, nch, X, cuts, n_bins, bins, bins_t)
 
 
 # ---------------------------------------------------------------------- gradients
-def round_gradients(code, prm, y, w, F, gh):
-    """Weighted gradients and hessians of every row and output at margins ``F`` (n, K):
-    ``gh[c, i] = (w_i g_ic, w_i h_ic)``."""
+@njit(cache=True, nogil=True, error_model="numpy")
+def _gradients_chunk(code, prm, y, w, F, gh, ch, nch):
+    """Chunk ``ch`` of ``nch`` (row blocks) of ``round_gradients`` with one output."""
+    n = F.shape[0]
+    b0, b1 = chunk_range(ch, nch, (n + ROW_BLOCK - 1) // ROW_BLOCK)
+    for i in range(b0 * ROW_BLOCK, min(n, b1 * ROW_BLOCK)):
+        gi, hi = grad_hess(code, prm, y[i], F[i, 0])
+        gh[0, i, 0] = w[i] * gi
+        gh[0, i, 1] = w[i] * hi
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _gradients_rows_chunk(code, prm, y, w, F, gh, ch, nch):
+    """Chunk ``ch`` of ``nch`` (row blocks) of ``round_gradients`` with several outputs."""
     n, K = F.shape
-    for blk in prange((n + ROW_BLOCK - 1) // ROW_BLOCK):
-        g = np.empty(K)
-        h = np.empty(K)
-        for i in range(blk * ROW_BLOCK, min(n, (blk + 1) * ROW_BLOCK)):
-            if K == 1:
-                gi, hi = grad_hess(code, prm, y[i], F[i, 0])
-                gh[0, i, 0] = w[i] * gi
-                gh[0, i, 1] = w[i] * hi
-            else:
-                grad_hess_row(code, prm, y[i], F[i], g, h)
-                for c in range(K):
-                    gh[c, i, 0] = w[i] * g[c]
-                    gh[c, i, 1] = w[i] * h[c]
+    b0, b1 = chunk_range(ch, nch, (n + ROW_BLOCK - 1) // ROW_BLOCK)
+    g = np.empty(K)
+    h = np.empty(K)
+    for i in range(b0 * ROW_BLOCK, min(n, b1 * ROW_BLOCK)):
+        grad_hess_row(code, prm, y[i], F[i], g, h)
+        for c in range(K):
+            gh[c, i, 0] = w[i] * g[c]
+            gh[c, i, 1] = w[i] * h[c]
 
 
-round_gradients, round_gradients_serial = parallel_and_serial(round_gradients, **_OPTIONS)
+def round_gradients(code, prm, y, w, F, gh, nch=None):
+    """Weighted gradients and hessians of every row and output at margins ``F`` (n, K):
+    ``gh[c, i] = (w_i g_ic, w_i h_ic)`` (``nch`` chunks of row blocks; by default from the
+    work)."""
+    n, K = F.shape
+    if nch is None:
+        nch = n_chunks(n * K, (n + ROW_BLOCK - 1) // ROW_BLOCK)
+    kernel = _gradients_chunk if K == 1 else _gradients_rows_chunk
+    run_chunks(kernel, nch, code, prm, y, w, F, gh)
 
 
 @njit(cache=True, error_model="numpy")
@@ -302,35 +345,61 @@ def _hist_block(bins, gh, idx, bounds, n_hparts, feats, q0, q1, off, nbp, pool, 
             _rows_gh(bins, gh, idx, k0, k1, f0, nq, feats, q0, fo, PS)
 
 
-def build_histograms(
-    bins, gh, idx, bounds, n_hparts, feats, fblock, off, nbp, pool, slots, n_hbins, S
-):
-    """Histograms of the nodes ``j`` (rows ``bounds[j]``) into slots ``slots[j]`` of ``pool``,
-    for the features in ``feats``; thread task ``t`` fills features ``feats[fblock[t]:fblock[t +
-    1]]`` of every node, so threads never share an entry and need no reduction (the serial twin
-    is best given one task, ``fblock = [0, len(feats)]``: one pass over each node's rows)."""
+@njit(cache=True, nogil=True, error_model="numpy")
+def _hist_chunk(
+    bins, gh, idx, bounds, n_hparts, feats, fblock, off, nbp, pool, slots, n_hbins, S, sub_parent,
+    sub_small, ch, nch,
+):  # fmt: skip
+    """Chunk ``ch`` (features ``feats[fblock[ch]:fblock[ch + 1]]``) of ``build_histograms``."""
     slot_size = n_hparts * n_hbins * S
-    for t in prange(fblock.shape[0] - 1):
-        for j in range(slots.shape[0]):
-            _hist_block(
-                bins,
-                gh,
-                idx,
-                bounds[j],
-                n_hparts,
-                feats,
-                fblock[t],
-                fblock[t + 1],
-                off,
-                nbp,
-                pool,
-                slots[j] * slot_size,
-                n_hbins,
-                S,
-            )
+    q0 = fblock[ch]
+    q1 = fblock[ch + 1]
+    for j in range(slots.shape[0]):
+        _hist_block(
+            bins,
+            gh,
+            idx,
+            bounds[j],
+            n_hparts,
+            feats,
+            q0,
+            q1,
+            off,
+            nbp,
+            pool,
+            slots[j] * slot_size,
+            n_hbins,
+            S,
+        )
+    for j in range(sub_parent.shape[0]):  # the same features of larger children: parent - small
+        a = sub_parent[j] * slot_size
+        b = sub_small[j] * slot_size
+        for r in range(n_hparts):
+            for q in range(q0, q1):
+                f = feats[q]
+                k0 = (r * n_hbins + off[f]) * S
+                for k in range(k0, k0 + nbp[f] * S):
+                    pool[a + k] -= pool[b + k]
 
 
-build_histograms, build_histograms_serial = parallel_and_serial(build_histograms, **_OPTIONS)
+_NO_SLOTS = np.empty(0, dtype=np.int64)
+
+
+def build_histograms(
+    bins, gh, idx, bounds, n_hparts, feats, fblock, off, nbp, pool, slots, n_hbins, S,
+    sub_parent=_NO_SLOTS, sub_small=_NO_SLOTS,
+):  # fmt: skip
+    """Histograms of the nodes ``j`` (rows ``bounds[j]``) into slots ``slots[j]`` of ``pool``,
+    for the features in ``feats``; chunk ``t`` fills features ``feats[fblock[t]:fblock[t +
+    1]]`` of every node, so threads never share an entry and need no reduction (one chunk,
+    ``fblock = [0, len(feats)]``, runs on the calling thread: one pass over each node's
+    rows). Then, for the same features, slot ``sub_parent[k]`` minus slot ``sub_small[k]``
+    in place (the larger child's histogram from its parent's and its sibling's, as
+    ``subtract_histograms``; every ``sub_small`` slot among ``slots``)."""
+    run_chunks(
+        _hist_chunk, fblock.shape[0] - 1, bins, gh, idx, bounds, n_hparts, feats, fblock, off,
+        nbp, pool, slots, n_hbins, S, sub_parent, sub_small,
+    )  # fmt: skip
 
 
 @njit(cache=True, error_model="numpy")
@@ -363,7 +432,7 @@ def _side_ok(h, c, lam, mcw, msl, S):
     return S < 3 or c >= msl
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _best_of(GL, HL, CL, n, Gt, Ht, Ct, lam, mcw, msl, S, gain):
     """Split scores ``G_L^2/(H_L+lambda) + G_R^2/(H_R+lambda)`` of the candidates with left
     sums ``GL[b], HL[b], CL[b]`` (-inf where a side is invalid) into ``gain``; returns the
@@ -434,13 +503,15 @@ def _scan_gain(pool, base, f, off, n_bins, tot, lam, mcw, msl, S, scratch, out_i
     best_dl = False
     best = _NEG_INF
     hl_best = 0.0
+    n_last = np.int64(last)  # int64s, never literals: one compile of _best_of
+    one = np.int64(1)
     if last >= 1:  # missing right, thresholds below the last non-empty bin
-        k = _best_of(GL, HL, CL, last, Gt, Ht, Ct, lam, mcw, msl, S, gain)
+        k = _best_of(GL, HL, CL, n_last, Gt, Ht, Ct, lam, mcw, msl, S, gain)
         if k >= 0:
             best, best_b, best_dl, hl_best = gain[k], k, False, HL[k]
     if has_miss and last >= 0:
         # every value left, missing right: the threshold is the largest value
-        k = _best_of(GL[last:], HL[last:], CL[last:], 1, Gt, Ht, Ct, lam, mcw, msl, S, gain)
+        k = _best_of(GL[n_last:], HL[n_last:], CL[n_last:], one, Gt, Ht, Ct, lam, mcw, msl, S, gain)
         if k >= 0 and gain[0] > best:
             best, best_b, best_dl, hl_best = gain[0], last, False, HL[last]
         if last >= 1:  # missing left
@@ -449,7 +520,7 @@ def _scan_gain(pool, base, f, off, n_bins, tot, lam, mcw, msl, S, scratch, out_i
                 HL[b] += HM
                 if S == 3:
                     CL[b] += CM
-            k = _best_of(GL, HL, CL, last, Gt, Ht, Ct, lam, mcw, msl, S, gain)
+            k = _best_of(GL, HL, CL, n_last, Gt, Ht, Ct, lam, mcw, msl, S, gain)
             if k >= 0 and gain[k] > best:
                 best, best_b, best_dl, hl_best = gain[k], k, True, HL[k]
     if best_b >= 0 and not has_miss:
@@ -463,30 +534,46 @@ def _scan_gain(pool, base, f, off, n_bins, tot, lam, mcw, msl, S, scratch, out_i
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def _part_ok(pre, r, b, Hr, Cr, mcw, msl):
+    """Whether candidate ``b`` leaves both children of part ``r`` at least ``msl`` rows and
+    ``mcw`` (> 0) hessian."""
+    hl = pre[3 * r + 1, b]
+    cl = pre[3 * r + 2, b]
+    hr = Hr - hl
+    ok = (hl >= mcw) & (hr >= mcw) & (hl > 0.0) & (hr > 0.0)
+    return ok & (cl >= msl) & (Cr - cl >= msl)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def _best_unbiased(pre, P, lo, n, tot, lam, mcw, msl, gain):
     """Gains on part 0 (D) of the candidates ``lo:lo + n`` with left sums ``pre[3 r + c, b]``
     (part r, channel c), -inf unless every part leaves both children at least ``msl`` rows and
-    ``mcw`` (> 0) hessian; returns the first best candidate (-1 if none). Each pass over the
-    candidates is branch-free, so it vectorises."""
+    ``mcw`` (> 0) hessian; returns the first best candidate (-1 if none). One branch-free pass
+    over the candidates (the parts unrolled: ``P`` is 2 or 3), then the first maximum."""
     Gt = tot[0, 0]
     Ht = tot[0, 1]
+    r1 = min(1, P - 1)
+    r2 = min(2, P - 1)
+    H0, C0 = tot[0, 1], tot[0, 2]
+    H1, C1 = tot[r1, 1], tot[r1, 2]
+    H2, C2 = tot[r2, 1], tot[r2, 2]
     for b in range(lo, lo + n):
         gl = pre[0, b]
         hl = pre[1, b]
         gr = Gt - gl
         hr = Ht - hl
         v = gl * gl / (hl + lam) + gr * gr / (hr + lam)
-        ok = (hl + lam > 0.0) & (hr + lam > 0.0)
+        ok = (hl + lam > 0.0) & (hr + lam > 0.0) & _part_ok(pre, 0, b, H0, C0, mcw, msl)
+        if P >= 2:
+            ok = ok & _part_ok(pre, r1, b, H1, C1, mcw, msl)
+        if P >= 3:
+            ok = ok & _part_ok(pre, r2, b, H2, C2, mcw, msl)
         gain[b] = v if ok else _NEG_INF
-    for r in range(P):
+    for r in range(3, P):  # more than three parts (not used by the booster)
         Hr = tot[r, 1]
         Cr = tot[r, 2]
         for b in range(lo, lo + n):
-            hl = pre[3 * r + 1, b]
-            cl = pre[3 * r + 2, b]
-            hr = Hr - hl
-            ok = (hl >= mcw) & (hr >= mcw) & (hl > 0.0) & (hr > 0.0)
-            ok = ok & (cl >= msl) & (Cr - cl >= msl)
+            ok = _part_ok(pre, r, b, Hr, Cr, mcw, msl)
             gain[b] = gain[b] if ok else _NEG_INF
     best = -1
     top = _NEG_INF
@@ -495,6 +582,67 @@ def _best_unbiased(pre, P, lo, n, tot, lam, mcw, msl, gain):
             top = gain[b]
             best = b
     return best
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _prefix_parts(pool, b0, part_size, P, n, pre):
+    """Prefix sums over the bins ``0:n`` of every part's three channels (bin ``b`` of part
+    ``r`` at ``pool[b0 + r part_size + 3 b]``) into ``pre[3 r + c]``: all parts in one pass,
+    so that the 3 P sums run side by side (each sums its bins in order, as any pass would)."""
+    if P == 3:
+        q1 = b0 + part_size
+        q2 = b0 + 2 * part_size
+        g0 = h0 = c0 = g1 = h1 = c1 = g2 = h2 = c2 = 0.0
+        for b in range(n):
+            j = 3 * b
+            g0 += pool[b0 + j]
+            h0 += pool[b0 + j + 1]
+            c0 += pool[b0 + j + 2]
+            g1 += pool[q1 + j]
+            h1 += pool[q1 + j + 1]
+            c1 += pool[q1 + j + 2]
+            g2 += pool[q2 + j]
+            h2 += pool[q2 + j + 1]
+            c2 += pool[q2 + j + 2]
+            pre[0, b] = g0
+            pre[1, b] = h0
+            pre[2, b] = c0
+            pre[3, b] = g1
+            pre[4, b] = h1
+            pre[5, b] = c1
+            pre[6, b] = g2
+            pre[7, b] = h2
+            pre[8, b] = c2
+        return
+    if P == 2:
+        q1 = b0 + part_size
+        g0 = h0 = c0 = g1 = h1 = c1 = 0.0
+        for b in range(n):
+            j = 3 * b
+            g0 += pool[b0 + j]
+            h0 += pool[b0 + j + 1]
+            c0 += pool[b0 + j + 2]
+            g1 += pool[q1 + j]
+            h1 += pool[q1 + j + 1]
+            c1 += pool[q1 + j + 2]
+            pre[0, b] = g0
+            pre[1, b] = h0
+            pre[2, b] = c0
+            pre[3, b] = g1
+            pre[4, b] = h1
+            pre[5, b] = c1
+        return
+    for r in range(P):
+        q = b0 + r * part_size
+        g = h = c = 0.0
+        for b in range(n):
+            j = q + 3 * b
+            g += pool[j]
+            h += pool[j + 1]
+            c += pool[j + 2]
+            pre[3 * r, b] = g
+            pre[3 * r + 1, b] = h
+            pre[3 * r + 2, b] = c
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -524,14 +672,7 @@ def _scan_unbiased(
             if pool[b0 + b * 3 + 2] > 0.0:
                 last = b
                 break
-    for r in range(P):
-        b0 = base + r * part_size + off[f] * 3
-        for c in range(3):
-            acc = 0.0
-            row = pre[3 * r + c]
-            for b in range(last + 1):
-                acc += pool[b0 + b * 3 + c]
-                row[b] = acc
+    _prefix_parts(pool, base + off[f] * 3, part_size, P, last + 1, pre)
     best = _NEG_INF
     best_b = -1
     best_dl = False
@@ -597,7 +738,7 @@ def _scan_unbiased(
     out_f[R_SCORE3] = TL * rl + (Tt - TL) * rr - Tt * rt
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _split_prepare(pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins):
     """Node totals of (w g, w h, count) per part, summed over all bins of the first feature
     (so that every candidate's right side, total - left, is consistent); the result buffers
@@ -629,7 +770,7 @@ def _split_prepare(pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins
     return pi, pf, max_nb
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _split_pick(feats, unbiased, pi, pf, res_i, res_f):
     """Per node, the feature whose best split scores highest (gain, or score_2 unbiased)."""
     nf = feats.shape[0]
@@ -657,9 +798,46 @@ def _split_pick(feats, unbiased, pi, pf, res_i, res_f):
                 res_f[j, c] = pf[best, c]
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _gain_splits_chunk(
+    pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins, lam, mcw, msl, max_nb, pi, pf,
+    ch, nch,
+):  # fmt: skip
+    """Chunk ``ch`` of ``nch`` ((node, feature) pairs) of ``find_splits`` in gain mode."""
+    nf = feats.shape[0]
+    slot_size = n_hparts * n_hbins * S
+    lo, hi = chunk_range(ch, nch, slots.shape[0] * nf)
+    scratch = np.empty((4, max_nb))
+    for task in range(lo, hi):
+        j = task // nf
+        _scan_gain(
+            pool, slots[j] * slot_size, feats[task % nf], off, n_bins, totals[j, 0], lam, mcw,
+            msl, S, scratch, pi[task], pf[task],
+        )  # fmt: skip
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _unbiased_splits_chunk(
+    pool, slots, totals, n_hparts, n_hbins, feats, off, n_bins, lam, mcw, msl, max_nb, pi, pf, ch,
+    nch,
+):  # fmt: skip
+    """Chunk ``ch`` of ``nch`` ((node, feature) pairs) of ``find_splits`` in unbiased mode
+    (three channels)."""
+    nf = feats.shape[0]
+    part_size = n_hbins * 3
+    lo, hi = chunk_range(ch, nch, slots.shape[0] * nf)
+    scratch = np.empty((3 * n_hparts + 2, max(max_nb + 1, 3 * n_hparts)))
+    for task in range(lo, hi):
+        j = task // nf
+        _scan_unbiased(
+            pool, slots[j] * n_hparts * part_size, part_size, n_hparts, feats[task % nf], off,
+            n_bins, totals[j], lam, mcw, msl, scratch, pi[task], pf[task],
+        )  # fmt: skip
+
+
 def find_splits(
     pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins, lam, mcw, msl, unbiased, res_i,
-    res_f,
+    res_f, nch=None,
 ):  # fmt: skip
     """Best split of every node ``j`` (histogram in slot ``slots[j]``) over the features
     ``feats``; its per-part totals of (w g, w h, count) go to ``totals[j]``.
@@ -667,43 +845,37 @@ def find_splits(
     Gain mode: the feature and threshold with the largest gain. Unbiased mode: per feature the
     threshold by gain on D, then the feature by score_2 (see ``_scan_unbiased``). Ties go to
     the lower bin and the lower feature. ``res_i[j] = (feature, bin, default_left)`` (feature
-    -1: no valid split), ``res_f[j] = (gain, score_2, score_3)``. Parallel over (node,
-    feature) pairs.
+    -1: no valid split), ``res_f[j] = (gain, score_2, score_3)``. ``nch`` chunks of (node,
+    feature) pairs (by default from the number of candidates).
     """
     pi, pf, max_nb = _split_prepare(pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins)
-    nf = feats.shape[0]
-    part_size = n_hbins * S
-    for task in prange(slots.shape[0] * nf):
-        j = task // nf
-        f = feats[task % nf]
-        base = slots[j] * n_hparts * part_size
-        if unbiased:
-            scratch = np.empty((3 * n_hparts + 2, max(max_nb + 1, 3 * n_hparts)))
-            _scan_unbiased(
-                pool, base, part_size, n_hparts, f, off, n_bins, totals[j], lam, mcw, msl,
-                scratch, pi[task], pf[task],
-            )  # fmt: skip
-        else:
-            scratch = np.empty((4, max_nb))
-            _scan_gain(
-                pool, base, f, off, n_bins, totals[j, 0], lam, mcw, msl, S, scratch, pi[task],
-                pf[task],
-            )  # fmt: skip
+    n_tasks = slots.shape[0] * feats.shape[0]
+    if nch is None:
+        nch = n_chunks(n_tasks * max_nb, n_tasks)
+    lam, mcw, msl = float(lam), float(mcw), float(msl)
+    if unbiased:  # its own kernel: a fit compiles only the scan it uses
+        if S != 3:
+            raise ValueError("find_splits: the unbiased mode needs the count channel (S = 3).")
+        run_chunks(
+            _unbiased_splits_chunk, nch, pool, slots, totals, n_hparts, n_hbins, feats, off,
+            n_bins, lam, mcw, msl, max_nb, pi, pf,
+        )  # fmt: skip
+    else:
+        run_chunks(
+            _gain_splits_chunk, nch, pool, slots, totals, n_hparts, n_hbins, S, feats, off,
+            n_bins, lam, mcw, msl, max_nb, pi, pf,
+        )  # fmt: skip
     _split_pick(feats, unbiased, pi, pf, res_i, res_f)
 
 
-find_splits, find_splits_serial = parallel_and_serial(find_splits, **_OPTIONS)
-
-
 # ---------------------------------------------------------------------- partition
-def partition(bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin, child_bounds):
-    """Stable partition of the rows of every node ``j`` of a batch (parts ``bounds[j]``) by
-    "bin <= thr_bin[j]" of feature ``feature[j]`` (its missing bin ``miss_bin[j]`` to the
-    default side), reading the feature's column of ``bins_t`` (features x rows); the
-    children's part bounds into ``child_bounds[j, 0]`` and ``child_bounds[j, 1]``.
-
-    Branch-free: every row is written to both outputs and only one cursor advances."""
-    for j in prange(bounds.shape[0]):
+@njit(cache=True, nogil=True, error_model="numpy")
+def _partition_chunk(
+    bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin, child_bounds, ch, nch
+):
+    """Chunk ``ch`` of ``nch`` (nodes) of ``partition``."""
+    j0, j1 = chunk_range(ch, nch, bounds.shape[0])
+    for j in range(j0, j1):
         bnd = bounds[j]
         cb = child_bounds[j]
         tb = thr_bin[j]
@@ -734,15 +906,28 @@ def partition(bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin
             cb[1, r + 1] += cb[1, r]
 
 
-partition, partition_serial = parallel_and_serial(partition, **_OPTIONS)
+def partition(
+    bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin, child_bounds, nch=1
+):
+    """Stable partition of the rows of every node ``j`` of a batch (parts ``bounds[j]``) by
+    "bin <= thr_bin[j]" of feature ``feature[j]`` (its missing bin ``miss_bin[j]`` to the
+    default side), reading the feature's column of ``bins_t`` (features x rows); the
+    children's part bounds into ``child_bounds[j, 0]`` and ``child_bounds[j, 1]``. ``nch``
+    chunks of nodes.
+
+    Branch-free: every row is written to both outputs and only one cursor advances."""
+    run_chunks(
+        _partition_chunk, nch, bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin,
+        child_bounds,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------- leaves
-def finish_leaves(gh, idx, starts, ends, lr, lam, F, c, sums, values):
-    """For every leaf (rows ``idx[starts[j]:ends[j]]``, all parts): its (w g, w h, row count)
-    into ``sums[j]``, its value ``-lr G / (H + lam)`` into ``values[j]``, added to output ``c``
-    of its rows' margins ``F``."""
-    for j in prange(starts.shape[0]):
+@njit(cache=True, nogil=True, error_model="numpy")
+def _leaves_chunk(gh, idx, starts, ends, lr, lam, F, c, sums, values, ch, nch):
+    """Chunk ``ch`` of ``nch`` (leaves) of ``finish_leaves``."""
+    j0, j1 = chunk_range(ch, nch, starts.shape[0])
+    for j in range(j0, j1):
         g = 0.0
         h = 0.0
         for k in range(starts[j], ends[j]):
@@ -758,25 +943,36 @@ def finish_leaves(gh, idx, starts, ends, lr, lam, F, c, sums, values):
             F[idx[k], c] += v
 
 
-finish_leaves, finish_leaves_serial = parallel_and_serial(finish_leaves, **_OPTIONS)
+def finish_leaves(gh, idx, starts, ends, lr, lam, F, c, sums, values, nch=1):
+    """For every leaf (rows ``idx[starts[j]:ends[j]]``, all parts): its (w g, w h, row count)
+    into ``sums[j]``, its value ``-lr G / (H + lam)`` into ``values[j]``, added to output ``c``
+    of its rows' margins ``F``. ``nch`` chunks of leaves."""
+    run_chunks(_leaves_chunk, nch, gh, idx, starts, ends, float(lr), float(lam), F, c, sums, values)
 
 
-def add_tree(X, left, right, feature, threshold, default_left, value, F, c):
-    """Route the rows of raw ``X`` through one tree ("x <= threshold", NaN to the default
-    side) and add the leaf values to output ``c`` of ``F``."""
+@njit(cache=True, nogil=True, error_model="numpy")
+def _add_tree_chunk(X, left, right, feature, threshold, default_left, value, F, c, ch, nch):
+    """Chunk ``ch`` of ``nch`` (row blocks) of ``add_tree``."""
     n = X.shape[0]
-    for blk in prange((n + ROW_BLOCK - 1) // ROW_BLOCK):
-        for i in range(blk * ROW_BLOCK, min(n, (blk + 1) * ROW_BLOCK)):
-            u = 0
-            while left[u] >= 0:
-                v = X[i, feature[u]]
-                if np.isnan(v):
-                    u = left[u] if default_left[u] != 0 else right[u]
-                elif v <= threshold[u]:
-                    u = left[u]
-                else:
-                    u = right[u]
-            F[i, c] += value[u]
+    b0, b1 = chunk_range(ch, nch, (n + ROW_BLOCK - 1) // ROW_BLOCK)
+    for i in range(b0 * ROW_BLOCK, min(n, b1 * ROW_BLOCK)):
+        u = 0
+        while left[u] >= 0:
+            v = X[i, feature[u]]
+            if np.isnan(v):
+                u = left[u] if default_left[u] != 0 else right[u]
+            elif v <= threshold[u]:
+                u = left[u]
+            else:
+                u = right[u]
+        F[i, c] += value[u]
 
 
-add_tree, add_tree_serial = parallel_and_serial(add_tree, **_OPTIONS)
+def add_tree(X, left, right, feature, threshold, default_left, value, F, c, nch=None):
+    """Route the rows of raw ``X`` through one tree ("x <= threshold", NaN to the default
+    side) and add the leaf values to output ``c`` of ``F`` (``nch`` chunks of row blocks; by
+    default from the number of rows)."""
+    n = X.shape[0]
+    if nch is None:
+        nch = n_chunks(n * 8, (n + ROW_BLOCK - 1) // ROW_BLOCK)
+    run_chunks(_add_tree_chunk, nch, X, left, right, feature, threshold, default_left, value, F, c)
