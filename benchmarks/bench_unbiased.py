@@ -2,8 +2,9 @@
 
 ``treeinner.unbiased_gain`` re-estimates every split's gain on held-out rows. Its cost is
 measured against ``booster.inplace_predict(X, predict_type="margin")`` on the same rows, with
-the same number of threads on both sides (target from the issue: with ``n_draws=1``, at most
-3x on 100 000 held-out rows and 500 trees of depth 6). Two models:
+the same number of threads on both sides (targets of issue 18 on 100 000 held-out rows and 500
+trees of depth 6: with ``n_draws=1`` at most 1.5x for the logistic model, at most 1.0x for the
+squared-error one; the earlier target was 3x for both). Two models:
 
 * (1) a ``binary:logistic`` classifier (label: target above the training median; 500 trees of
   depth 6, eta 0.1, hist), trained here once and then loaded from the model cache of
@@ -60,7 +61,8 @@ import bench_predict as bp  # noqa: E402  (model cache, data, timing helpers)
 import treeinner  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "unbiased.json"
-TARGET = 3.0
+# target ratios to XGBoost's prediction (issue 18)
+TARGETS = {"logistic": 1.5, "squared_error": 1.0}
 SEED = 0  # random_state of the timed unbiased_gain calls
 CHECK_ROWS = 5000
 
@@ -170,11 +172,11 @@ CALL_TEXT = {
 
 # (model, row label, treeinner call, target ratio or None for information)
 COMPARISONS = [
-    ("logistic", "unbiased_gain", "unbiased_gain", TARGET),
+    ("logistic", "unbiased_gain", "unbiased_gain", TARGETS["logistic"]),
     ("logistic", "unbiased_gain d5", "unbiased_gain_d5", None),
     ("logistic", "tree_inner", "tree_inner", None),
     ("logistic", "predict_margin", "predict_margin", None),
-    ("squared_error", "unbiased_gain", "unbiased_gain", TARGET),
+    ("squared_error", "unbiased_gain", "unbiased_gain", TARGETS["squared_error"]),
     ("squared_error", "tree_inner", "tree_inner", None),
     ("squared_error", "predict_margin", "predict_margin", None),
 ]
@@ -354,7 +356,7 @@ def print_table(config, machine, rows, checks) -> None:
         f"{CALL_TEXT['xgb_margin']} on the same model and rows (lower is better); median "
         "ratio = the same with the median of all samples (xgboost: all groups)."
     )
-    print("unbiased_gain = " + CALL_TEXT["unbiased_gain"] + " (the 3x target);")
+    print("unbiased_gain = " + CALL_TEXT["unbiased_gain"] + " (the targets);")
     print("unbiased_gain d5 = " + CALL_TEXT["unbiased_gain_d5"] + ".")
     print(
         "logistic: rows drawn per split; squared_error: exact expectation (no draws). "
@@ -481,7 +483,8 @@ def main(argv: list[str] | None = None) -> int:
     machine = bp.machine_info(args.threads)
     print_table(config, machine, rows, checks)
     passed = all(r["meets_target"] for r in rows if r["target"] is not None)
-    print(f"\n3x target (ratio <= {TARGET:g}): {'holds' if passed else 'MISSED'}")
+    what = ", ".join(f"{k} <= {v:g}" for k, v in TARGETS.items())
+    print(f"\ntargets (ratio {what}): {'hold' if passed else 'MISSED'}")
 
     args.output.parent.mkdir(parents=True, exist_ok=True)
     doc = {
@@ -489,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": config,
         "machine": machine,
         "results": rows,
-        "target_ratio": TARGET,
+        "target_ratio": TARGETS,
         "target_met": passed,
         "checks": checks,
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),

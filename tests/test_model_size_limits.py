@@ -140,8 +140,8 @@ def _shap_with_rule(ens: TreeEnsemble, X: np.ndarray, q: int) -> np.ndarray:
     nq = np.array([q])
     tabs = K.edge_tables(su.lay[3], ens.tree_offsets, nq, (x + 1) / 2, w / 2, np.zeros(1, int))
     out = np.zeros((X.shape[0], ens.n_features, 1))
-    K.tree_shap_serial(X, ens._nodes(), su.lay, tabs, su.simple, nq, 0, 1, su.max_nodes,
-                       False, out)  # fmt: skip
+    K.tree_shap(X, ens._nodes(), ens._layout, su.lay, tabs, su.simple, nq, 0, 1, su.max_nodes,
+                False, su.otab, out)  # fmt: skip
     return out[:, :, 0]
 
 

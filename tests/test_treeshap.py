@@ -357,8 +357,8 @@ def test_quadrature_needs_its_points():
     su = _setup(ens, "cover", 0, 1)
     assert su.tree_nq[0] == 5
     out = np.zeros((30, depth, 1))
-    K.tree_shap_serial(X, ens._nodes(), su.lay, su.tabs, su.simple, su.tree_nq - 1, 0, 1,
-                       su.max_nodes, False, out)  # fmt: skip
+    K.tree_shap(X, ens._nodes(), ens._layout, su.lay, su.tabs, su.simple, su.tree_nq - 1, 0, 1,
+                su.max_nodes, False, su.otab, out)  # fmt: skip
     want = _classic(ens, X)
     assert np.abs(out[:, :, 0] - want).max() > 1e-6 * np.abs(want).max()
     np.testing.assert_allclose(tree_shap(ens, X).values, want, rtol=1e-9, atol=1e-12)

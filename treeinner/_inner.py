@@ -44,13 +44,25 @@ def tree_inner_sums(
     if values is None:
         return _shap_inner(ens, X, y, sample_weight, False)
     G, _, _, _, _ = _staged(ens, X, y, sample_weight, need_hc=False)
+    return _split_credit(ens, -G, values, ens.learning_rate)
+
+
+def _split_credit(
+    ens: TreeEnsemble, leaf_sums: np.ndarray, values: np.ndarray, lr: np.ndarray | None
+) -> np.ndarray:
+    """Per output feature and output: the sum over splits t (children L, R) of
+    ``(p_L S_L + p_R S_R - p_t S_t) / lr[tree]``, S the subtree sums of ``leaf_sums`` and p
+    the node values ``values``, credited to t's feature and its tree's output (the inner
+    product of the path attribution with per-row weights whose sums over the rows reaching
+    each leaf are ``leaf_sums``); ``lr`` None: 1."""
     S = np.empty(ens.n_nodes)
-    K.subtree_sums(ens.left, ens.right, ens.tree_offsets, -G, S)
+    K.subtree_sums(ens.left, ens.right, ens.tree_offsets, leaf_sums, S)
     inner = np.flatnonzero(ens.left >= 0)
     L, R = ens.left[inner], ens.right[inner]
     contrib = values[L] * S[L] + values[R] * S[R] - values[inner] * S[inner]
     tree = ens._node_tree[inner]
-    contrib = contrib / ens.learning_rate[tree]
+    if lr is not None:
+        contrib = contrib / lr[tree]
     out = np.zeros((ens.n_features, ens.n_outputs))
     np.add.at(out, (ens.feature[inner], ens.tree_group[tree]), contrib)
     return ens._to_output(out)
@@ -60,12 +72,17 @@ def forest_inner_sums(
     ens: TreeEnsemble, X: Any, y: Any, values: np.ndarray | None, sample_weight: Any = None
 ) -> np.ndarray:
     """ForestInner per output feature and output, (n_output_features, n_outputs); a sum over
-    rows like ``tree_inner_sums``."""
+    rows like ``tree_inner_sums``.
+
+    With node values, ``sum_i w_i S_c(x_i) A_{j,c}(x_i)`` (S_c the summed negative gradient
+    of the trees of output c, A their summed path attribution) is, per tree, the sum over
+    nodes of ``(p(n) - p(parent))`` times the sum of ``w S`` over the rows reaching n,
+    credited to the parent's feature: one staged pass collects ``w S`` per leaf."""
     lr = float(np.mean(ens.learning_rate))
     if values is None:
         return _shap_inner(ens, X, y, sample_weight, True) / lr
-    _, _, _, FI, _ = _staged(ens, X, y, sample_weight, forest_p=values, need_hc=False)
-    return ens._to_output(FI / lr)
+    _, _, _, LS, _ = _staged(ens, X, y, sample_weight, forest=True, need_hc=False)
+    return _split_credit(ens, LS, values, None) / lr
 
 
 def _edge_dg(ens: TreeEnsemble, values: np.ndarray, scale: np.ndarray) -> np.ndarray:

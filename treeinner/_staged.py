@@ -12,7 +12,8 @@ from ._stats import Moments
 from .ensemble import TreeEnsemble
 from .kernels import attribution as K
 from .kernels import moments as KM
-from .kernels.routing import ROW_BLOCK
+from .kernels._threads import n_chunks
+from .kernels.routing import ROW_BLOCK, n_blocks
 from .objectives import Objective, get_objective
 
 
@@ -58,8 +59,8 @@ def _inputs(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any):
     n, blocks = ens._blocks(X)
     yv = obj.check_labels(y, n)
     w = _weights(sample_weight, n)
-    n_chunks = max(1, min(numba.get_num_threads(), (n + 255) // 256))
-    return obj, n, blocks, yv, w, n_chunks
+    chunks = max(1, min(numba.get_num_threads(), (n + 255) // 256))
+    return obj, n, blocks, yv, w, chunks
 
 
 def dynamic_chunks(n: int) -> int:
@@ -71,36 +72,43 @@ def dynamic_chunks(n: int) -> int:
     return 1 if threads == 1 else max(1, min(8 * threads, -(-n // (4 * ROW_BLOCK))))
 
 
-def _run_staged(ens, X, y, sample_weight, forest_p, need_hc, need_split):
+def _run_staged(ens, X, y, sample_weight, forest, need_hc, need_split):
     """The staged pass behind ``_staged`` and ``split_sums``."""
-    obj, n, blocks, yv, w, n_chunks = _inputs(ens, X, y, sample_weight)
-    G = np.zeros((n_chunks, ens.n_nodes))
-    H = np.zeros_like(G)
-    C = np.zeros_like(G)
-    SQ = np.zeros((n_chunks, ens.n_nodes if need_split else 1))
+    obj, n, blocks, yv, w, _ = _inputs(ens, X, y, sample_weight)
+    nch = n_chunks(n * max(ens.n_trees, 1), n_blocks(n))
+    G = np.zeros((nch, ens.n_nodes))
+    H = np.zeros((nch, ens.n_nodes if need_hc else 1))
+    C = np.zeros_like(H)
+    SQ = np.zeros((nch, ens.n_nodes if need_split else 1))
     N = np.zeros_like(SQ)
-    forest = forest_p is not None
-    FI = np.zeros((n_chunks, ens.n_features if forest else 1, ens.n_outputs))
-    GS = np.zeros((n_chunks, ens.n_outputs))
-    parent = K.parents(ens.left, ens.right)
-    p = forest_p if forest else np.zeros(ens.n_nodes)
+    LS = np.zeros((nch, ens.n_nodes if forest else 1))
+    GS = np.zeros((nch, ens.n_outputs))
     nodes, layout, st = ens._nodes(), ens._layout, stages(ens, obj)
     for start, block in blocks:
         rows = slice(start, start + block.shape[0])
         K.staged_pass(
-            block, yv[rows], w[rows], nodes, layout, st, parent, p, forest, need_hc, need_split,
-            G, H, C, SQ, N, FI, GS,
+            block, yv[rows], w[rows], nodes, layout, st, bool(forest), bool(need_hc),
+            bool(need_split), G, H, C, SQ, N, LS, GS,
         )  # fmt: skip
-    return n, G.sum(0), H.sum(0), C.sum(0), SQ.sum(0), N.sum(0), FI.sum(0), GS.sum(0)
+    return n, G.sum(0), H.sum(0), C.sum(0), SQ.sum(0), N.sum(0), LS.sum(0), GS.sum(0)
 
 
 def _staged(
-    ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest_p=None, need_hc: bool = True
+    ens: TreeEnsemble,
+    X: Any,
+    y: Any,
+    sample_weight: Any,
+    forest: bool = False,
+    need_hc: bool = True,
 ):
     """Run the staged pass: per-leaf sums of w g (and, with ``need_hc``, of w h and w), and
-    the ForestInner sums when ``forest_p`` (node values) is given."""
-    _, G, H, C, _, _, FI, GS = _run_staged(ens, X, y, sample_weight, forest_p, need_hc, False)
-    return G, H, C, FI, GS
+    with ``forest`` the ForestInner sums: per leaf the sum of ``w S`` over the rows reaching
+    it (S a row's summed negative gradient over the trees of the leaf's output), and per
+    output the sum of ``w S`` (``kernels.attribution.staged_pass``). Returns
+    ``G, H, C, LS, GS`` (``H``, ``C`` of shape (1,) without ``need_hc``, ``LS`` without
+    ``forest``)."""
+    _, G, H, C, _, _, LS, GS = _run_staged(ens, X, y, sample_weight, forest, need_hc, False)
+    return G, H, C, LS, GS
 
 
 def split_sums(
@@ -116,7 +124,7 @@ def split_sums(
         Per leaf (0 at inner nodes): the sums over the rows reaching it of ``w g``, of
         ``(w g)**2`` and of 1 (g the staged gradient of the leaf's tree, as in ``_staged``).
     """
-    n, G, _, _, SQ, N, _, _ = _run_staged(ens, X, y, sample_weight, None, False, True)
+    n, G, _, _, SQ, N, _, _ = _run_staged(ens, X, y, sample_weight, False, False, True)
     return n, G, SQ, N
 
 
@@ -181,19 +189,18 @@ def _edge_pass(
     per_row = col.size / max(n_leaves, 1) * ens.n_trees
     if dense is None:
         dense = n_used * Kout <= 2.0 * per_row
-    n_chunks = dynamic_chunks(n)
-    S1 = np.zeros((n_chunks, Kout, n_used))
+    nch = n_chunks(n * max(ens.n_trees, 1), n_blocks(n), per_thread=8)
+    S1 = np.zeros((nch, Kout, n_used))
     S2 = np.zeros_like(S1)
     SWU = np.zeros_like(S1)
-    S2T = np.zeros((n_chunks, n_used))
+    S2T = np.zeros((nch, n_used))
     nodes, layout, st = ens._nodes(), ens._layout, stages(ens, obj)
-    with numba.parallel_chunksize(1):
-        for start, block in blocks:
-            rows = slice(start, start + block.shape[0])
-            KM.edge_moments(
-                block, yv[rows], w[rows], nodes, layout, st, ptr, col, cg, ch, mode, dense,
-                S1, S2, S2T, SWU,
-            )  # fmt: skip
+    for start, block in blocks:
+        rows = slice(start, start + block.shape[0])
+        KM.edge_moments(
+            block, yv[rows], w[rows], nodes, layout, st, ptr, col, cg, ch, mode, bool(dense),
+            S1, S2, S2T, SWU,
+        )  # fmt: skip
 
     def full(a: np.ndarray) -> np.ndarray:  # (K, n_used) or (n_used,) -> output features first
         out = np.zeros((n_out,) + a.shape[:-1])

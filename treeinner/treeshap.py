@@ -6,7 +6,6 @@ import dataclasses
 import functools
 from typing import Any
 
-import numba
 import numpy as np
 import pandas as pd
 
@@ -14,7 +13,7 @@ from . import _api
 from ._api import public
 from ._errors import InputError, UnsupportedModelError
 from ._format import MISSING_NAN, NUMERIC
-from ._staged import _inputs, dynamic_chunks, stages
+from ._staged import _inputs, stages
 from ._stats import Moments
 from .adapters import from_model
 from .attribution import Attribution, _tree_range
@@ -25,7 +24,6 @@ from .kernels import treeshap as K
 
 __all__ = ["tree_shap"]
 
-_SERIAL_WORK = 5_000  # rows x trees below which the kernel runs on the calling thread
 _WEIGHTS = ("auto", "cover", "count")
 
 
@@ -374,13 +372,12 @@ def tree_shap(
     su = _setup(ens, node_weight, lo, hi, n)
     out = np.zeros((n, su.n_players, ens.n_outputs), dtype=np.float64)
     nodes = su.ens._nodes()
+    simple = _simple(su.simple[lo:hi], su.simple)
     for start, block in blocks:
-        kernel = K.tree_shap_tab
-        if block.shape[0] * (hi - lo) < _SERIAL_WORK:
-            kernel = K.tree_shap_tab_serial
-        kernel(
-            block, nodes, su.ens._layout, su.lay, su.tabs, su.simple, su.tree_nq, lo, hi,
-            su.max_nodes, ens._float32_input, su.otab, out[start : start + block.shape[0]],
+        K.tree_shap(
+            block, nodes, su.ens._layout, su.lay, su.tabs, simple, su.tree_nq, lo, hi,
+            su.max_nodes, ens._float32_input, _tables(su.otab, lo, hi),
+            out[start : start + block.shape[0]],
         )  # fmt: skip
     out = su.credit(out, axis=1)
     values = out[:, :, 0] if ens.n_outputs == 1 else out
@@ -389,15 +386,29 @@ def tree_shap(
     return Attribution(values=values, bias=bias, feature_names=ens.output_names, index=index)
 
 
+def _simple(used: np.ndarray, simple: np.ndarray) -> np.ndarray | None:
+    """The kernels' ``simple`` argument: None when every tree used is simple (numeric splits,
+    NaN the default way), so the general split rule is not compiled in; else the flags."""
+    return None if bool(np.all(used)) else simple
+
+
+def _tables(otab: tuple, lo: int, hi: int) -> tuple | None:
+    """The kernels' ``otab`` argument: None when none of trees ``lo:hi`` is read from a leaf
+    table, so the table path is not compiled in; else the tables."""
+    return otab if bool(np.any(otab[0][lo:hi])) else None
+
+
 def _inner_pass(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any):
     """Set up a streamed TreeSHAP TreeInner/ForestInner pass: the TreeSHAP setup, row count,
     row blocks, labels, weights, number of row chunks, and the kernel arguments that follow
     the rows, labels and weights."""
     obj, n, blocks, yv, w, _ = _inputs(ens, X, y, sample_weight)
     su = _setup(ens, "auto", 0, ens.n_trees, n)
-    n_chunks = dynamic_chunks(n)
-    args = (su.ens._nodes(), su.ens._layout, stages(su.ens, obj), su.lay, su.tabs, su.simple,
-            su.tree_nq, su.max_nodes, su.ens.learning_rate, su.otab)  # fmt: skip
+    n_chunks = K.inner_chunks(n, ens.n_trees)
+    args = (su.ens._nodes(), su.ens._layout, stages(su.ens, obj), su.lay, su.tabs,
+            _simple(su.simple, su.simple),
+            su.tree_nq, su.max_nodes, su.ens.learning_rate,
+            _tables(su.otab, 0, ens.n_trees))  # fmt: skip
     return su, n, blocks, yv, w, n_chunks, args
 
 
@@ -406,10 +417,9 @@ def _shap_inner(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest: b
     attributions, per output feature and output: (n_output_features, n_outputs)."""
     su, n, blocks, yv, w, n_chunks, args = _inner_pass(ens, X, y, sample_weight)
     acc = np.zeros((n_chunks, su.n_players, ens.n_outputs))
-    with numba.parallel_chunksize(1):
-        for start, block in blocks:
-            stop = start + block.shape[0]
-            K.shap_inner(block, yv[start:stop], w[start:stop], *args, forest, acc)
+    for start, block in blocks:
+        stop = start + block.shape[0]
+        K.shap_inner(block, yv[start:stop], w[start:stop], *args, forest, acc)
     return su.credit(acc.sum(axis=0), axis=0)
 
 
@@ -451,12 +461,11 @@ def _shap_inner_moments(
     s2 = np.zeros_like(s1)
     swu = np.zeros_like(s1)
     s2t = np.zeros((n_chunks, n_feat))
-    with numba.parallel_chunksize(1):
-        for start, block in blocks:
-            stop = start + block.shape[0]
-            K.shap_inner_moments(
-                block, yv[start:stop], w[start:stop], *args, forest, pcredit, s1, s2, s2t, swu
-            )
+    for start, block in blocks:
+        stop = start + block.shape[0]
+        K.shap_inner_moments(
+            block, yv[start:stop], w[start:stop], *args, forest, pcredit, s1, s2, s2t, swu
+        )
     return Moments(
         s1=s1.sum(axis=0),
         s2=s2.sum(axis=0),

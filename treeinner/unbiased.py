@@ -112,12 +112,19 @@ def _held_out_pass(
     F = np.tile(ens.base_margin, (n, 1))
     single = K == 1 and n_rounds == ens.n_trees
     nodes, layout, st = ens._nodes(), ens._layout, stages(ens, obj)
-    for it0 in range(0, n_rounds, step):
+    starts = range(0, n_rounds, step)
+    # one buffer for every chunk of rounds: fresh pages for each would cost a fault per 4 KiB
+    gw_all = np.empty((step, K, n))
+    hw_all = np.empty_like(gw_all)
+    lv_all = np.empty(
+        (max(int(ptr[min(n_rounds, i + step)] - ptr[i]) for i in starts), n), dtype=np.int32
+    )
+    for it0 in starts:
         it1 = min(n_rounds, it0 + step)
         t0, t1 = int(ptr[it0]), int(ptr[it1])
-        gw = np.empty((it1 - it0, K, n))
-        hw = np.empty_like(gw)
-        leaves = np.empty((t1 - t0, n), dtype=np.int32)
+        gw = gw_all[: it1 - it0]
+        hw = hw_all[: it1 - it0]
+        leaves = lv_all[: t1 - t0]
         kernel = KU.staged_leaves_single if single else KU.staged_leaves
         kernel(Xd, yv, w, nodes, layout, st, it0, it1, F, gw, hw, leaves)
         tree_round = (np.searchsorted(ptr, np.arange(t0, t1), side="right") - 1 - it0).astype(

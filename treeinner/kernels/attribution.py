@@ -11,19 +11,18 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .._format import SQUARED
+from ._threads import n_chunks, run_chunks
 from .gradients import grad_hess, grad_hess_row
 from .routing import (
     ROW_BLOCK,
-    TREE_OBLIVIOUS,
     _add_leaves,
     _fill_buffer,
-    _load_block,
     _route_block,
+    chunk_range,
     n_blocks,
-    oblivious_slots,
 )
 
 
@@ -48,40 +47,31 @@ class Stages(NamedTuple):
     f32_sum: bool
 
 
-@njit(cache=True)
+# The node-level passes below are NumPy, level by level: they cost microseconds per call on
+# any model, and as Numba kernels they cost a fresh install a second of compilation.
 def parents(left, right):
     """Parent of every node (-1 at roots)."""
     out = np.full(left.shape[0], -1, dtype=np.int64)
-    for n in range(left.shape[0]):
-        if left[n] >= 0:
-            out[left[n]] = n
-            out[right[n]] = n
+    inner = np.flatnonzero(left >= 0)
+    out[left[inner]] = inner
+    out[right[inner]] = inner
     return out
 
 
-@njit(cache=True)
-def children_first(left, right, tree_offsets):
-    """All nodes, tree by tree, each tree in reversed breadth-first order (children first)."""
-    order = np.empty(left.shape[0], dtype=np.int64)
-    for t in range(tree_offsets.shape[0] - 1):
-        lo = tree_offsets[t]
-        hi = tree_offsets[t + 1]
-        # breadth-first from the root into order[lo:hi], then reverse that slice
-        order[lo] = lo
-        head = lo
-        tail = lo + 1
-        while head < tail:
-            n = order[head]
-            head += 1
-            if left[n] >= 0:
-                order[tail] = left[n]
-                order[tail + 1] = right[n]
-                tail += 2
-        order[lo:hi] = order[lo:hi][::-1].copy()
-    return order
+def _inner_levels(left, right, tree_offsets):
+    """The inner nodes of every tree grouped by depth (one int64 array per depth, all trees
+    together), deepest first: an order in which every node comes after its children."""
+    frontier = np.asarray(tree_offsets[:-1], dtype=np.int64)
+    levels = []
+    while frontier.size:
+        inner = frontier[left[frontier] >= 0]
+        if not inner.size:
+            break
+        levels.append(inner)
+        frontier = np.concatenate((left[inner], right[inner])).astype(np.int64)
+    return levels[::-1]
 
 
-@njit(cache=True)
 def node_values(left, right, tree_offsets, value, cover, lam, out):
     """Fill ``out`` with p(t) for every node from the leaf values, bottom-up.
 
@@ -89,19 +79,17 @@ def node_values(left, right, tree_offsets, value, cover, lam, out):
     PreDecomp with ``lam`` = lambda, Saabas' cover-weighted means with ``lam`` = 0. A node whose
     weight is zero takes the plain mean of its children.
     """
-    for n in children_first(left, right, tree_offsets):
-        if left[n] < 0:
-            out[n] = value[n]
-        else:
-            a = left[n]
-            b = right[n]
-            wa = cover[a] + lam
-            wb = cover[b] + lam
-            wt = cover[n] + lam
-            if wt > 0.0:
-                out[n] = (wa * out[a] + wb * out[b]) / wt
-            else:
-                out[n] = 0.5 * (out[a] + out[b])
+    leaf = left < 0
+    out[leaf] = value[leaf]
+    for n in _inner_levels(left, right, tree_offsets):
+        a = left[n]
+        b = right[n]
+        wt = cover[n] + lam
+        v = 0.5 * (out[a] + out[b])
+        pos = wt > 0.0
+        a, b = a[pos], b[pos]
+        v[pos] = ((cover[a] + lam) * out[a] + (cover[b] + lam) * out[b]) / wt[pos]
+        out[n] = v
 
 
 @njit(cache=True, inline="always")
@@ -114,19 +102,40 @@ def _add_path(r, leaf, parent, feature, p, group, out):
         q = parent[n]
 
 
-@njit(parallel=True, cache=True)
-def path_attribution(X, nodes, layout, parent, p, tree_lo, tree_hi, f32, out):
-    """Add every row's per-feature path contributions of trees ``tree_lo:tree_hi`` to ``out``.
+@njit(cache=True, nogil=True)
+def _route(X, r0, m, t, layout, nodes, f32, buf, idx):
+    """``routing._route_block`` compiled once as a function of its own: the kernels that call
+    it once per tree and block of rows, where a call costs little next to the routing, need
+    not compile the whole router again (the hot fast staged pass inlines it)."""
+    _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
 
-    ``out`` has shape (n_rows, n_features, n_outputs) and is zeroed by the caller.
-    """
-    for b in prange(n_blocks(X.shape[0])):
-        r0, m, idx, buf = _load_block(X, b, layout.used)
+
+@njit(cache=True, nogil=True)
+def _path_chunk(X, nodes, layout, parent, p, tree_lo, tree_hi, f32, out, ch, nch):
+    """Chunk ``ch`` of ``nch`` (row blocks) of ``path_attribution``."""
+    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
+    buf = np.empty((2 * layout.used.shape[0], ROW_BLOCK), dtype=np.float64)
+    b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
+    for b in range(b0, b1):
+        r0 = b * ROW_BLOCK
+        m = min(X.shape[0], r0 + ROW_BLOCK) - r0
+        _fill_buffer(X, r0, m, layout.used, buf)
         for t in range(tree_lo, tree_hi):
-            _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+            _route(X, r0, m, t, layout, nodes, f32, buf, idx)
             g = nodes.tree_group[t]
             for k in range(m):
                 _add_path(r0 + k, np.int64(idx[k]), parent, nodes.feature, p, g, out)
+
+
+def path_attribution(X, nodes, layout, parent, p, tree_lo, tree_hi, f32, out):
+    """Add every row's per-feature path contributions of trees ``tree_lo:tree_hi`` to ``out``.
+
+    ``out`` has shape (n_rows, n_features, n_outputs) and is zeroed by the caller. Spread over
+    threads by blocks of rows (``kernels._threads``).
+    """
+    nb = n_blocks(X.shape[0])
+    nch = n_chunks(X.shape[0] * max(tree_hi - tree_lo, 1), nb)
+    run_chunks(_path_chunk, nch, X, nodes, layout, parent, p, tree_lo, tree_hi, f32, out)
 
 
 @njit(cache=True, inline="always")
@@ -186,9 +195,8 @@ def _copy_rows(src, dst, m):
             dst[k, c] = src[k, c]
 
 
-@njit(parallel=True, cache=True)
 def staged_pass(
-    X, y, w, nodes, layout, stages, parent, p, forest, need_hc, need_split, G, H, C, SQ, N, FI, GS
+    X, y, w, nodes, layout, stages, forest, need_hc, need_split, G, H, C, SQ, N, LS, GS
 ):
     """One pass over the rows in boosting order with staged margins and gradients.
 
@@ -202,80 +210,172 @@ def staged_pass(
     Trees of one round (classes, parallel trees) share the gradients of the round's start, as
     the booster computed them (``stages``, the ``Stages`` of the model).
 
-    With ``forest``, ForestInner is accumulated too: per row, the attribution summed over trees
-    (path contributions with node values ``p``) times the summed negative gradient, into
-    ``FI[chunk, feature, output]``; ``GS[chunk, output]`` receives the summed w * (-g).
+    With ``forest``, the sums ForestInner needs: ``w * S`` is added to the entry of ``LS``
+    (shape (n_chunks, n_nodes)) of every leaf the row reaches, S the row's summed negative
+    gradient over the trees of the leaf's output (all rounds), and ``GS[chunk, output]``
+    receives the summed ``w * S``. (ForestInner is then, per output, the sum over nodes n of
+    ``(p(n) - p(parent(n)))`` times the subtree sum of ``LS`` at n, credited to the feature of
+    the parent's split.) Otherwise ``LS`` may be (n_chunks, 1). With ``forest``, ``G`` is
+    filled only where the general kernel runs (see below): ForestInner does not need it.
+
+    The rows are cut into ``n_chunks`` chunks of row blocks spread over threads
+    (``kernels._threads``). The common case (one output, one tree per round, only ``G`` or
+    the ForestInner sums) runs a kernel of its own, and so do the sums of ``G``, ``H``, ``C``
+    of such models (unbiased gain, PreDecomp values from a reference): each compiles only
+    when first used.
     """
-    n_chunks = G.shape[0]
-    slot_value = nodes.value[layout.bottom]  # oblivious trees: the leaf value of every slot
-    for ch in prange(n_chunks):
-        lo, hi = _chunk_rows(ch, n_chunks, X.shape[0])
-        _staged_chunk(
-            X, y, w, nodes, layout, stages, parent, p, forest, need_hc, need_split, lo, hi,
-            slot_value, G[ch], H[ch], C[ch], SQ[ch], N[ch], FI[ch], GS[ch],
-        )  # fmt: skip
+    nch = G.shape[0]
+    single = (
+        stages.base_margin.shape[0] == 1
+        and stages.iter_ptr.shape[0] - 1 == nodes.tree_group.shape[0]
+        and not need_split
+    )
+    if single and not need_hc and nodes.left.shape[0] < 2**32:  # leaves recorded as uint32
+        run_chunks(_staged_fast_chunk, nch, X, y, w, nodes, layout, stages, forest, G, LS, GS)
+    elif single and not forest:
+        run_chunks(_staged_hc_chunk, nch, X, y, w, nodes, layout, stages, G, H, C)
+    else:
+        run_chunks(_staged_chunk, nch, X, y, w, nodes, layout, stages, forest, need_hc,
+                   need_split, G, H, C, SQ, N, LS, GS)  # fmt: skip
 
 
 @njit(cache=True, inline="always")
-def _slot_sums(code, prm, y, w, r0, m, idx, F, Gs):
-    """Add ``w g`` of rows ``r0:r0 + m`` (one output, margins ``F``) to the slots ``idx``."""
-    if code == SQUARED:  # the common case without the objective's branches
-        for k in range(m):
-            Gs[idx[k]] += w[r0 + k] * (F[k, 0] - y[r0 + k])
-        return
+def _fast_rows(code, prm, y, w, r0, m, idx, F, S, vals, f32_sum, need_g, Gc):
+    """One tree of the fast staged pass for rows ``r0:r0 + m`` (one output, margins ``F``,
+    leaves ``idx``): add ``w g`` to the leaf's entry of ``Gc`` (with ``need_g``), ``-g`` to
+    the row's ``S`` and the leaf value ``vals[leaf]`` to its margin."""
     for k in range(m):
-        gk, _ = grad_hess(code, prm, y[r0 + k], F[k, 0])
-        Gs[idx[k]] += w[r0 + k] * gk
+        i = idx[k]
+        if code == SQUARED:  # the common case without the objective's branches
+            gk = F[k] - y[r0 + k]
+        else:
+            gk, _ = grad_hess(code, prm, y[r0 + k], F[k])
+        if need_g:
+            Gc[i] += w[r0 + k] * gk
+        S[k] -= gk
+        if f32_sum:
+            F[k] = np.float32(F[k]) + np.float32(vals[i])
+        else:
+            F[k] += vals[i]
 
 
-@njit(cache=True)
-def _staged_chunk(
-    X, y, w, nodes, layout, stages, parent, p, forest, need_hc, need_split, lo, hi, slot_value,
-    Gc, Hc, Cc, SQc, Nc, FIc, GSc,
-):  # fmt: skip
-    """Rows ``lo:hi`` of ``staged_pass``, into one chunk's accumulators (a function of its
-    own: Numba optimises the loops of a parallel kernel's body less well)."""
+@njit(cache=True, nogil=True)
+def _staged_fast_chunk(X, y, w, nodes, layout, stages, forest, G, LS, GS, ch, nch):
+    """Chunk ``ch`` of ``nch`` (row blocks) of ``staged_pass`` in its common case: one output,
+    one tree per round, only the leaf sums of ``w g`` (or, with ``forest``, those of ``w S``).
+
+    Gradient, leaf sum and margin in one loop per tree. With ``forest`` every row's leaf in
+    every tree is recorded for the block (n_trees x ``ROW_BLOCK``) and, once the block's S is
+    final, ``w S`` is added to those leaves.
+    """
+    iter_ptr, base_margin, code, prm, f32, f32_sum = stages
+    n_trees = nodes.tree_group.shape[0]
+    value = nodes.value
+    Gc = G[ch]
+    LSc = LS[ch]
+    rec = np.empty((n_trees if forest else 0, ROW_BLOCK), dtype=np.uint32)
+    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
+    buf = np.empty((2 * layout.used.shape[0], ROW_BLOCK), dtype=np.float64)
+    F = np.empty(ROW_BLOCK)
+    S = np.empty(ROW_BLOCK)
+    gs = 0.0
+    b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
+    for b in range(b0, b1):
+        r0 = b * ROW_BLOCK
+        m = min(X.shape[0], r0 + ROW_BLOCK) - r0
+        _fill_buffer(X, r0, m, layout.used, buf)
+        for k in range(m):
+            F[k] = base_margin[0]
+            S[k] = 0.0
+        for t in range(n_trees):
+            _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+            _fast_rows(code, prm, y, w, r0, m, idx, F, S, value, f32_sum, not forest, Gc)
+            if forest:
+                for k in range(m):
+                    rec[t, k] = np.uint32(idx[k])
+        if forest:
+            for k in range(m):
+                S[k] *= w[r0 + k]
+                gs += S[k]
+            for t in range(n_trees):
+                for k in range(m):
+                    LSc[rec[t, k]] += S[k]
+    if forest:
+        GS[ch, 0] += gs
+
+
+@njit(cache=True, nogil=True)
+def _staged_hc_chunk(X, y, w, nodes, layout, stages, G, H, C, ch, nch):
+    """Chunk ``ch`` of ``nch`` (row blocks) of ``staged_pass`` for one output and one tree per
+    round with the sums of ``w g``, ``w h`` and ``w`` (the general kernel's additions, in
+    its order; routed by the shared ``_route``)."""
     iter_ptr, base_margin, code, prm, f32, f32_sum = stages
     value = nodes.value
+    Gc = G[ch]
+    Hc = H[ch]
+    Cc = C[ch]
+    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
+    buf = np.empty((2 * layout.used.shape[0], ROW_BLOCK), dtype=np.float64)
+    F = np.empty(ROW_BLOCK)
+    b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
+    for b in range(b0, b1):
+        r0 = b * ROW_BLOCK
+        m = min(X.shape[0], r0 + ROW_BLOCK) - r0
+        _fill_buffer(X, r0, m, layout.used, buf)
+        for k in range(m):
+            F[k] = base_margin[0]
+        for t in range(nodes.tree_group.shape[0]):
+            _route(X, r0, m, t, layout, nodes, f32, buf, idx)
+            for k in range(m):
+                i = idx[k]
+                gk, hk = grad_hess(code, prm, y[r0 + k], F[k])
+                wk = w[r0 + k]
+                Gc[i] += wk * gk
+                Hc[i] += wk * hk
+                Cc[i] += wk
+                if f32_sum:
+                    F[k] = np.float32(F[k]) + np.float32(value[i])
+                else:
+                    F[k] += value[i]
+
+
+@njit(cache=True, nogil=True)
+def _staged_chunk(X, y, w, nodes, layout, stages, forest, need_hc, need_split, G, H, C, SQ, N,
+                  LS, GS, ch, nch):  # fmt: skip
+    """Chunk ``ch`` of ``nch`` (row blocks) of ``staged_pass``: any model (several outputs,
+    several trees per round), with the hessian and count sums or the split sums as asked."""
+    iter_ptr, base_margin, code, prm, f32, f32_sum = stages
+    value = nodes.value
+    tree_group = nodes.tree_group
     K = base_margin.shape[0]
-    n_feat = FIc.shape[0]
+    n_trees = tree_group.shape[0]
+    Gc = G[ch]
+    Hc = H[ch]
+    Cc = C[ch]
+    SQc = SQ[ch]
+    Nc = N[ch]
+    LSc = LS[ch]
+    GSc = GS[ch]
     idx, buf, F, delta, g, h, gsum = _block_buffers(layout.used, K)
-    A = np.zeros((ROW_BLOCK, n_feat, K)) if forest else np.zeros((1, 1, 1))
-    # one output, one tree per round, only G: gradient, leaf sum and margin in one loop; the
-    # oblivious trees' sums go to their slots of the layout (no leaf look-up per row) and are
-    # moved to the leaves at the end
-    fast = K == 1 and not forest and not need_hc and not need_split
-    Gs = np.zeros(layout.bottom.shape[0] if fast else 0)
-    for r0 in range(lo, hi, ROW_BLOCK):
-        m = _start_block(X, r0, hi, layout.used, buf, base_margin, F, gsum)
-        if forest:
-            A[:m] = 0.0
+    rec = np.empty((n_trees if forest else 0, ROW_BLOCK), dtype=np.uint64)
+    b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
+    for b in range(b0, b1):
+        r0 = b * ROW_BLOCK
+        m = _start_block(X, r0, X.shape[0], layout.used, buf, base_margin, F, gsum)
         for it in range(iter_ptr.shape[0] - 1):
             t0 = iter_ptr[it]
-            if fast and iter_ptr[it + 1] == t0 + 1:
-                if layout.tree_flags[t0] & TREE_OBLIVIOUS:
-                    oblivious_slots(t0, layout, buf, idx)
-                    _slot_sums(code, prm, y, w, r0, m, idx, F, Gs)
-                    _add_leaves(F, idx, slot_value, m, 0, f32_sum)
-                    continue
-                _route_block(X, r0, m, t0, layout, nodes, f32, buf, idx)
-                for k in range(m):
-                    leaf = np.int64(idx[k])
-                    gk, _ = grad_hess(code, prm, y[r0 + k], F[k, 0])
-                    Gc[leaf] += w[r0 + k] * gk
-                    if f32_sum:
-                        F[k, 0] = np.float32(F[k, 0]) + np.float32(value[leaf])
-                    else:
-                        F[k, 0] += value[leaf]
-                continue
+            t1 = iter_ptr[it + 1]
             _round_gradients(code, prm, y, r0, m, F, g, h)
-            _copy_rows(F, delta, m)
-            for t in range(iter_ptr[it], iter_ptr[it + 1]):
-                _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
-                c = nodes.tree_group[t]
+            D = F  # the margins the round's trees add to: F itself for a round of one tree
+            if t1 - t0 > 1:
+                _copy_rows(F, delta, m)
+                D = delta
+            for t in range(t0, t1):
+                _route(X, r0, m, t, layout, nodes, f32, buf, idx)
+                c = tree_group[t]
                 for k in range(m):
                     Gc[np.int64(idx[k])] += w[r0 + k] * g[k, c]
-                _add_leaves(delta, idx, value, m, c, f32_sum)
+                _add_leaves(D, idx, value, m, c, f32_sum)
                 if need_hc:
                     for k in range(m):
                         leaf = np.int64(idx[k])
@@ -291,26 +391,24 @@ def _staged_chunk(
                 if forest:
                     for k in range(m):
                         gsum[k, c] -= g[k, c]
-                        _add_path(k, np.int64(idx[k]), parent, nodes.feature, p, c, A)
-            _copy_rows(delta, F, m)
+                        rec[t, k] = idx[k]
+            if t1 - t0 > 1:
+                _copy_rows(delta, F, m)
         if forest:
             for k in range(m):
                 wk = w[r0 + k]
                 for c in range(K):
-                    s = wk * gsum[k, c]
-                    GSc[c] += s
-                    for j in range(n_feat):
-                        FIc[j, c] += A[k, j, c] * s
-    for s in range(Gs.shape[0]):
-        if Gs[s] != 0.0:
-            Gc[layout.bottom[s]] += Gs[s]
+                    gsum[k, c] *= wk
+                    GSc[c] += gsum[k, c]
+            for t in range(n_trees):
+                c = tree_group[t]
+                for k in range(m):
+                    LSc[rec[t, k]] += gsum[k, c]
 
 
-@njit(cache=True)
 def subtree_sums(left, right, tree_offsets, leaf_sums, out):
     """``out[n]`` = sum of ``leaf_sums`` over the leaves below n (n itself at a leaf)."""
-    for n in children_first(left, right, tree_offsets):
-        if left[n] < 0:
-            out[n] = leaf_sums[n]
-        else:
-            out[n] = out[left[n]] + out[right[n]]
+    leaf = left < 0
+    out[leaf] = leaf_sums[leaf]
+    for n in _inner_levels(left, right, tree_offsets):
+        out[n] = out[left[n]] + out[right[n]]

@@ -19,17 +19,12 @@ cost does not grow with the number of features.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-from .attribution import (
-    _block_buffers,
-    _chunk_rows,
-    _copy_rows,
-    _round_gradients,
-    _start_block,
-)
+from ._threads import run_chunks
+from .attribution import _block_buffers, _copy_rows, _round_gradients, _route, _start_block
 from .gradients import grad_hess
-from .routing import ROW_BLOCK, _add_leaves, _route_block
+from .routing import ROW_BLOCK, _add_leaves, chunk_range, n_blocks
 
 
 @njit(cache=True)
@@ -248,7 +243,78 @@ def _fold_rows(U, touched, nt, mark, dense, gsum, w, r0, m, forest, s1, s2, s2t,
             nt[k] = 0
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True, nogil=True)
+def _edge_chunk(X, y, w, nodes, layout, stages, ptr, col, cg, ch, mode, dense, S1, S2, S2T, SWU,
+                ch_, nch):  # fmt: skip
+    """Chunk ``ch_`` of ``nch`` (row blocks) of ``edge_moments``, into ``S1[ch_]`` etc."""
+    iter_ptr, base_margin, code, prm, f32, f32_sum = stages
+    value = nodes.value
+    tree_group = nodes.tree_group
+    K = base_margin.shape[0]
+    n_out = S1.shape[2]
+    forest = mode == MODE_FOREST
+    s1 = S1[ch_]
+    s2 = S2[ch_]
+    s2t = S2T[ch_]
+    swu = SWU[ch_]
+    idx, buf, F, delta, g, h, gsum = _block_buffers(layout.used, K)
+    U = np.zeros((ROW_BLOCK, K, n_out))
+    nsp = 1 if dense else ROW_BLOCK
+    touched = np.empty((nsp, n_out), dtype=np.int64)
+    mark = np.zeros((nsp, n_out), dtype=np.uint8)
+    nt = np.zeros(nsp, dtype=np.int64)
+    tot = np.zeros(n_out)
+    single = K == 1 and iter_ptr.shape[0] - 1 == tree_group.shape[0]
+    b0, b1 = chunk_range(ch_, nch, n_blocks(X.shape[0]))
+    for b in range(b0, b1):
+        r0 = b * ROW_BLOCK
+        m = _start_block(X, r0, X.shape[0], layout.used, buf, base_margin, F, gsum)
+        if single:
+            # one output, one tree per round: gradient, row terms and margin in one loop
+            for t in range(tree_group.shape[0]):
+                _route(X, r0, m, t, layout, nodes, f32, buf, idx)
+                for k in range(m):
+                    leaf = np.int64(idx[k])
+                    a, b_ = grad_hess(code, prm, y[r0 + k], F[k, 0])
+                    p0 = ptr[leaf]
+                    p1 = ptr[leaf + 1]
+                    if not dense:
+                        _touch(touched, nt, mark, k, p0, p1, col)
+                    _add_list(U[k, 0], p0, p1, col, cg, ch, a, b_, mode)
+                    if forest:
+                        gsum[k, 0] -= a
+                    if f32_sum:
+                        F[k, 0] = np.float32(F[k, 0]) + np.float32(value[leaf])
+                    else:
+                        F[k, 0] += value[leaf]
+            _fold_rows(U, touched, nt, mark, dense, gsum, w, r0, m, forest, s1, s2, s2t, swu, tot)
+            continue
+        for it in range(iter_ptr.shape[0] - 1):
+            t0 = iter_ptr[it]
+            t1 = iter_ptr[it + 1]
+            _round_gradients(code, prm, y, r0, m, F, g, h)
+            D = F  # the margins the round's trees add to: F itself for a round of one tree
+            if t1 - t0 > 1:
+                _copy_rows(F, delta, m)
+                D = delta
+            for t in range(t0, t1):
+                _route(X, r0, m, t, layout, nodes, f32, buf, idx)
+                c = tree_group[t]
+                for k in range(m):
+                    leaf = np.int64(idx[k])
+                    p0 = ptr[leaf]
+                    p1 = ptr[leaf + 1]
+                    if not dense:
+                        _touch(touched, nt, mark, k, p0, p1, col)
+                    _add_list(U[k, c], p0, p1, col, cg, ch, g[k, c], h[k, c], mode)
+                    if forest:
+                        gsum[k, c] -= g[k, c]
+                _add_leaves(D, idx, value, m, c, f32_sum)
+            if t1 - t0 > 1:
+                _copy_rows(delta, F, m)
+        _fold_rows(U, touched, nt, mark, dense, gsum, w, r0, m, forest, s1, s2, s2t, swu, tot)
+
+
 def edge_moments(X, y, w, nodes, layout, stages, ptr, col, cg, ch, mode, dense, S1, S2, S2T, SWU):
     """Sums of per-row terms built from the per-leaf lists, over rows, per output feature.
 
@@ -262,73 +328,15 @@ def edge_moments(X, y, w, nodes, layout, stages, ptr, col, cg, ch, mode, dense, 
     factors). ``ptr``, ``col`` (int32), ``cg``, ``ch`` are ``leaf_lists``' output, its
     features possibly renumbered to the ones used (the caller maps them back).
 
-    Each thread keeps a buffer of ``ROW_BLOCK`` rows x features x outputs and folds a block's
+    Each chunk keeps a buffer of ``ROW_BLOCK`` rows x features x outputs and folds a block's
     rows into its sums after the block: every feature with ``dense``, otherwise only the
     features each row touched (recorded per row), so that a row's cost does not grow with the
     number of features.
 
     Adds ``sum_i u``, ``sum_i u^2``, ``sum_i (sum_c u)^2`` and ``sum_i w_i u`` to ``S1[chunk]``
     (K, n_out), ``S2[chunk]``, ``S2T[chunk]`` (n_out; with one output it is left to the caller:
-    ``S2``) and ``SWU[chunk]``: one accumulator per chunk of rows (the caller may use more
-    chunks than threads, scheduled dynamically).
+    ``S2``) and ``SWU[chunk]``: one accumulator per chunk of row blocks, the chunks spread
+    over threads (``kernels._threads``; more chunks than threads balance uneven work).
     """
-    iter_ptr, base_margin, code, prm, f32, f32_sum = stages
-    value = nodes.value
-    tree_group = nodes.tree_group
-    K = base_margin.shape[0]
-    n_out = S1.shape[2]
-    n_chunks = S1.shape[0]
-    forest = mode == MODE_FOREST
-    single = K == 1 and iter_ptr.shape[0] - 1 == tree_group.shape[0]
-    for ch_ in prange(n_chunks):
-        lo, hi = _chunk_rows(ch_, n_chunks, X.shape[0])
-        s1 = S1[ch_]
-        s2 = S2[ch_]
-        s2t = S2T[ch_]
-        swu = SWU[ch_]
-        idx, buf, F, delta, g, h, gsum = _block_buffers(layout.used, K)
-        U = np.zeros((ROW_BLOCK, K, n_out))
-        nsp = 1 if dense else ROW_BLOCK
-        touched = np.empty((nsp, n_out), dtype=np.int64)
-        mark = np.zeros((nsp, n_out), dtype=np.uint8)
-        nt = np.zeros(nsp, dtype=np.int64)
-        tot = np.zeros(n_out)
-        for r0 in range(lo, hi, ROW_BLOCK):
-            m = _start_block(X, r0, hi, layout.used, buf, base_margin, F, gsum)
-            if single:
-                # one output, one tree per round: gradient, row terms and margin in one loop
-                for t in range(tree_group.shape[0]):
-                    _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
-                    for k in range(m):
-                        leaf = np.int64(idx[k])
-                        a, b = grad_hess(code, prm, y[r0 + k], F[k, 0])
-                        p0 = ptr[leaf]
-                        p1 = ptr[leaf + 1]
-                        if not dense:
-                            _touch(touched, nt, mark, k, p0, p1, col)
-                        _add_list(U[k, 0], p0, p1, col, cg, ch, a, b, mode)
-                        if forest:
-                            gsum[k, 0] -= a
-                        if f32_sum:
-                            F[k, 0] = np.float32(F[k, 0]) + np.float32(value[leaf])
-                        else:
-                            F[k, 0] += value[leaf]
-            else:
-                for it in range(iter_ptr.shape[0] - 1):
-                    _round_gradients(code, prm, y, r0, m, F, g, h)
-                    _copy_rows(F, delta, m)
-                    for t in range(iter_ptr[it], iter_ptr[it + 1]):
-                        _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
-                        c = tree_group[t]
-                        for k in range(m):
-                            leaf = np.int64(idx[k])
-                            p0 = ptr[leaf]
-                            p1 = ptr[leaf + 1]
-                            if not dense:
-                                _touch(touched, nt, mark, k, p0, p1, col)
-                            _add_list(U[k, c], p0, p1, col, cg, ch, g[k, c], h[k, c], mode)
-                            if forest:
-                                gsum[k, c] -= g[k, c]
-                        _add_leaves(delta, idx, value, m, c, f32_sum)
-                    _copy_rows(delta, F, m)
-            _fold_rows(U, touched, nt, mark, dense, gsum, w, r0, m, forest, s1, s2, s2t, swu, tot)
+    run_chunks(_edge_chunk, S1.shape[0], X, y, w, nodes, layout, stages, ptr, col, cg, ch, mode,
+               dense, S1, S2, S2T, SWU)  # fmt: skip

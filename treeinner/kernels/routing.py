@@ -50,9 +50,11 @@ def _goes_left(v, n, nodes, f32):
     return not in_set
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def find_leaf(X, row, root, nodes, f32):
-    """Global index of the leaf that row ``row`` of ``X`` reaches from ``root``."""
+    """Global index of the leaf that row ``row`` of ``X`` reaches from ``root`` (a call, not
+    inlined: only rows of trees deeper than the top layout take it, and every routing kernel
+    shares its one compiled copy of ``_goes_left``)."""
     left = nodes.left
     n = root
     while left[n] >= 0:

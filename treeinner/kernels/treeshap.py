@@ -41,11 +41,11 @@ Two algorithms:
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-from ._twins import parallel_and_serial
-from .attribution import _block_buffers, _chunk_rows, _copy_rows, _round_gradients, _start_block
-from .routing import ROW_BLOCK, _add_leaves, _goes_left, _load_block, _route_block, n_blocks
+from ._threads import n_chunks, run_chunks
+from .attribution import _block_buffers, _copy_rows, _round_gradients, _route, _start_block
+from .routing import ROW_BLOCK, _add_leaves, _fill_buffer, _goes_left, chunk_range, oblivious_slots
 
 
 @njit(cache=True, inline="always")
@@ -293,7 +293,7 @@ def edge_tables(share, tree_offsets, tree_nq, rule_t, rule_w, roff):
     one row of ``tree_nq[t]`` values per position i of the tree: with z = share[i] and point
     q, FH = z (1 - t) + t and CH = w (1 - z) / FH (the row goes that way), FC = z (1 - t)
     (it does not; its coefficient CC = -w / (1 - t), indexed like ``tq``, is the same for
-    every edge). The size is the sum over trees of nodes times points (``_tree_tables``
+    every edge). The size is the sum over trees of nodes times points (``_tree_views``
     views one tree's).
     """
     n_trees = tree_offsets.shape[0] - 1
@@ -322,19 +322,6 @@ def edge_tables(share, tree_offsets, tree_nq, rule_t, rule_w, roff):
 
 
 @njit(cache=True, inline="always")
-def _tree_tables(tabs, t, n, nq):
-    """Tree t's tables (``edge_tables``; ``n`` its nodes) as (n, points) views, and the
-    first ``nq`` points of its rule: (FH, FC, CH, tq, wq, CC)."""
-    FH, FC, CH, rule_t, rule_w, CC, toff, roff, tnq = tabs
-    s = tnq[t]
-    a = toff[t]
-    b = a + n * s
-    r = roff[t]
-    return (FH[a:b].reshape((n, s)), FC[a:b].reshape((n, s)), CH[a:b].reshape((n, s)),
-            rule_t[r : r + nq], rule_w[r : r + nq], CC[r : r + nq])  # fmt: skip
-
-
-@njit(cache=True)
 def max_table(tabs):
     """The largest table of one tree (``edge_tables``): the size of the work arrays."""
     toff = tabs[6]
@@ -345,14 +332,22 @@ def max_table(tabs):
 
 
 @njit(cache=True)
+def _goes_left_call(v, n, nodes, f32):
+    """``kernels.routing._goes_left`` as a call: categorical sets and the missing-value
+    rules, which ``_linear_row`` reads rarely, are compiled once, not inlined into it."""
+    return _goes_left(v, n, nodes, f32)
+
+
+@njit(cache=True, error_model="numpy")
 def _linear_row(
-    X, row, lo, hi, nodes, lay, tt, f32, simple, nq, scale, acc, ar, g, hot, Zs, Os, R, C, S
+    X, row, t, lo, hi, nodes, lay, tt, f32, simple, nq, scale, acc, ar, g, hot, Zs, Os, R, C, S
 ):
-    """Add ``scale`` times the TreeSHAP values of the tree at positions ``lo:hi`` (output
-    ``g``) for row ``row`` of ``X`` to ``acc[ar, player, g]``. ``lay`` is
-    ``edge_layout``, ``tt`` the tree's tables (``_tree_tables``; the tree uses ``nq``
-    quadrature points); ``simple``: the tree's splits are numeric with NaN going the default
-    way (read without branches); ``hot``, ``Zs``, ``Os`` (merged z, o) are work arrays of at
+    """Add ``scale`` times the TreeSHAP values of tree t, at positions ``lo:hi`` (output
+    ``g``), for row ``row`` of ``X`` to ``acc[ar, player, g]``. ``lay`` is
+    ``edge_layout``, ``tt`` the tree's tables (``_tree_views``; the tree uses ``nq``
+    quadrature points); ``simple[t]``: the tree's splits are numeric with NaN going the default
+    way (read without branches; ``simple`` None: every tree's are, and the general rule is
+    not compiled in); ``hot``, ``Zs``, ``Os`` (merged z, o) are work arrays of at
     least the tree's size, ``R``, ``C``, ``S`` (positions, nq) views (``_tree_views``)."""
     left, right, feature, value = nodes.left, nodes.right, nodes.feature, nodes.value
     order, ppos, eplayer, share, prev = lay
@@ -361,10 +356,11 @@ def _linear_row(
         return
     u = order[lo]
     v = X[row, feature[u]]
-    if _goes_left(v, u, nodes, f32):
-        hot[0] = left[u]
+    if simple is None:
+        gl = (v <= nodes.bound[u]) | ((v != v) & (nodes.default_left[u] != 0))
     else:
-        hot[0] = right[u]
+        gl = _goes_left_call(v, u, nodes, f32)
+    hot[0] = left[u] if gl else right[u]
     for q in range(nq):
         R[0, q] = 1.0
         S[0, q] = 0.0
@@ -388,10 +384,12 @@ def _linear_row(
         Os[k] = o
         if left[c] >= 0:  # the child this row goes to (inline: a call costs more than this)
             v = X[row, feature[c]]
-            if simple:
+            if simple is None:
+                gl = (v <= nodes.bound[c]) | ((v != v) & (nodes.default_left[c] != 0))
+            elif simple[t]:
                 gl = (v <= nodes.bound[c]) | ((v != v) & (nodes.default_left[c] != 0))
             else:
-                gl = _goes_left(v, c, nodes, f32)
+                gl = _goes_left_call(v, c, nodes, f32)
             hot[k] = left[c] if gl else right[c]
         if (z == 0.0 and o == 0.0) or R[pk, 0] == 0.0:
             for q in range(nq):  # no leaf below counts in any coalition
@@ -412,11 +410,11 @@ def _linear_row(
                     S[k, q] = 0.0
             continue
         for q in range(nq):
-            t = tq[q]
-            s1 = 1.0 - t
-            fn = z * s1 + o * t
+            tv = tq[q]
+            s1 = 1.0 - tv
+            fn = z * s1 + o * tv
             cn = (o - z) / fn
-            fo = zp * s1 + op * t
+            fo = zp * s1 + op * tv
             R[k, q] = R[pk, q] * fn / fo
             C[k, q] = wq[q] * (cn - (op - zp) / fo)
             S[k, q] = 0.0
@@ -451,121 +449,96 @@ def _work(max_nodes, tabs):
     )
 
 
+@njit(cache=True)
+def _rows2d(a, start, n, s):
+    """``a[start:start + n * s]`` as an (n, s) array (one function for every such view: a
+    reshape costs more to compile than a call costs at run time)."""
+    return a[start : start + n * s].reshape((n, s))
+
+
 @njit(cache=True, inline="always")
 def _tree_views(tabs, work, t, n, nq):
-    """Tree t's tables (``_tree_tables``; ``n`` nodes, ``nq`` points) and the work buffers
-    R, C, S of ``_work`` as (n, nq) arrays."""
-    m = n * nq
-    R = work[3][:m].reshape((n, nq))
-    C = work[4][:m].reshape((n, nq))
-    S = work[5][:m].reshape((n, nq))
-    return _tree_tables(tabs, t, n, nq), R, C, S
+    """Tree t's tables (``edge_tables``; ``n`` nodes) as (n, points) arrays and the first
+    ``nq`` points of its rule, (FH, FC, CH, tq, wq, CC), and the work buffers R, C, S of
+    ``_work`` as (n, nq) arrays."""
+    FH, FC, CH, rule_t, rule_w, CC, toff, roff, tnq = tabs
+    s = tnq[t]
+    a = toff[t]
+    r = roff[t]
+    tt = (_rows2d(FH, a, n, s), _rows2d(FC, a, n, s), _rows2d(CH, a, n, s),
+          rule_t[r : r + nq], rule_w[r : r + nq], CC[r : r + nq])  # fmt: skip
+    z = a - a  # 0, typed like ``a``: one _rows2d for every view
+    return tt, _rows2d(work[3], z, n, nq), _rows2d(work[4], z, n, nq), _rows2d(work[5], z, n, nq)
 
 
 @njit(cache=True, inline="always")
-def _add_table(acc, ar, k, leaf, g, scale, otab):
-    """Add ``scale`` times the leaf table of ``leaf`` (``otab``) to ``acc[ar, :, g]``
-    (``ar < 0``: ``acc[k]``)."""
+def _add_table(acc, a, leaf, g, scale, otab):
+    """Add ``scale`` times the leaf table of ``leaf`` (``otab``) to ``acc[a, :, g]``."""
     _, tptr, tcol, tval = otab
-    a = k if ar < 0 else ar
     for e in range(tptr[leaf], tptr[leaf + 1]):
         acc[a, tcol[e], g] += scale * tval[e]
 
 
-@njit(cache=True)
-def _shap_rows(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32, out,
-               r0, r1):  # fmt: skip
-    tree_offsets = nodes.tree_offsets
+@njit(cache=True, nogil=True, error_model="numpy")
+def _shap_chunk(X, nodes, layout, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32,
+                otab, out, ch, nch):  # fmt: skip
+    """Chunk ``ch`` of ``nch`` (row blocks) of ``tree_shap``."""
     tree_group = nodes.tree_group
     work = _work(max_nodes, tabs)
-    hot, Zs, Os = work[0], work[1], work[2]
-    for t in range(tree_lo, tree_hi):
-        lo = tree_offsets[t]
-        hi = tree_offsets[t + 1]
-        g = tree_group[t]
-        nq = tree_nq[t]
-        st = simple[t]
-        tt, R, C, S = _tree_views(tabs, work, t, hi - lo, nq)
-        for row in range(r0, r1):
-            _linear_row(
-                X, row, lo, hi, nodes, lay, tt, f32, st, nq, 1.0, out, row, g,
-                hot, Zs, Os, R, C, S,
-            )  # fmt: skip
+    tabulated = False
+    if otab is not None:
+        for t in range(tree_lo, tree_hi):
+            tabulated = tabulated or otab[0][t] != 0
+    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
+    # the routing buffer only where a tree is read from its table
+    buf = np.empty((2 * layout.used.shape[0] if tabulated else 0, ROW_BLOCK))
+    n_rows = X.shape[0]
+    b0, b1 = chunk_range(ch, nch, (n_rows + ROW_BLOCK - 1) // ROW_BLOCK)
+    scale = np.ones(ROW_BLOCK)
+    per_row = ch >= 0  # True, typed as a plain bool: one _tree_terms for every caller
+    for b in range(b0, b1):
+        r0 = b * ROW_BLOCK
+        m = min(n_rows, r0 + ROW_BLOCK) - r0
+        if tabulated:
+            _fill_buffer(X, r0, m, layout.used, buf)
+        for t in range(tree_lo, tree_hi):
+            _tree_terms(X, r0, m, t, nodes, layout, lay, tabs, f32, simple, tree_nq, otab, buf,
+                        idx, scale, out, r0, per_row, tree_group[t], work)  # fmt: skip
 
 
-def tree_shap(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32, out):
+@njit(cache=True, inline="always")
+def _table_leaves(t, layout, buf, idx):
+    """The leaves the rows of the routing buffer reach in the oblivious tree t (one with a
+    leaf table: ``TREE_OBLIVIOUS``), into ``idx``."""
+    oblivious_slots(t, layout, buf, idx)
+    bottom = layout.bottom
+    for k in range(ROW_BLOCK):
+        idx[k] = bottom[idx[k]]
+
+
+def _spread(n_rows, n_trees):
+    """Chunks of row blocks for a TreeSHAP pass over ``n_rows`` rows and ``n_trees`` trees
+    (a row and tree of TreeSHAP costs about ten of a predict)."""
+    return n_chunks(10 * n_rows * max(n_trees, 1), (n_rows + ROW_BLOCK - 1) // ROW_BLOCK)
+
+
+def tree_shap(X, nodes, layout, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32,
+              otab, out):  # fmt: skip
     """Add the path-dependent TreeSHAP values of trees ``tree_lo:tree_hi`` to ``out``.
 
     ``out`` has shape (n_rows, n_players, n_outputs), float64, zeroed by the caller. ``lay``
     is ``edge_layout``, ``tabs`` ``edge_tables``; ``simple[t]`` flags trees whose
     splits are all numeric with NaN going the default way; tree t uses ``tree_nq[t]``
     quadrature points; ``max_nodes`` bounds the size of every tree; ``f32`` as in the routing
-    kernels. Parallel over blocks of
-    ``ROW_BLOCK`` rows, trees outermost within a block.
+    kernels. ``otab`` = (has_tab, ptr, col, val): the rows of a tree with ``has_tab[t]`` (an
+    oblivious tree) are routed with ``layout`` and add their leaf's entries
+    (``kernels.oblivious.shap_leaf_tables``); ``otab`` None: no tree has a table (and the
+    table path is not compiled in). Spread over threads by blocks of ``ROW_BLOCK`` rows
+    (``kernels._threads``), trees outermost within a block.
     """
-    n_rows = X.shape[0]
-    for b in prange(n_blocks(n_rows)):
-        r0 = b * ROW_BLOCK
-        r1 = min(n_rows, r0 + ROW_BLOCK)
-        _shap_rows(X, nodes, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes, f32,
-                   out, r0, r1)  # fmt: skip
-
-
-tree_shap, tree_shap_serial = parallel_and_serial(tree_shap)
-
-
-@njit(cache=True)
-def _shap_rows_tab(X, nodes, layout, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes,
-                   f32, otab, out, b):  # fmt: skip
-    """Block ``b`` of ``tree_shap_tab``."""
-    tree_offsets = nodes.tree_offsets
-    tree_group = nodes.tree_group
-    work = _work(max_nodes, tabs)
-    hot, Zs, Os = work[0], work[1], work[2]
-    has_tab = otab[0]
-    tabulated = False
-    for t in range(tree_lo, tree_hi):
-        tabulated = tabulated or has_tab[t] != 0
-    if tabulated:  # the routing buffer only where a tree is read from its table
-        r0, m, idx, buf = _load_block(X, b, layout.used)
-    else:
-        r0 = b * ROW_BLOCK
-        m = min(X.shape[0], r0 + ROW_BLOCK) - r0
-        idx = np.empty(0, dtype=np.uint64)
-        buf = np.empty((0, 0), dtype=np.float64)
-    for t in range(tree_lo, tree_hi):
-        lo = tree_offsets[t]
-        hi = tree_offsets[t + 1]
-        g = tree_group[t]
-        if has_tab[t]:  # an oblivious tree: the row's values are its leaf's table
-            _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
-            for k in range(m):
-                _add_table(out, r0 + k, k, np.int64(idx[k]), g, 1.0, otab)
-            continue
-        nq = tree_nq[t]
-        st = simple[t]
-        tt, R, C, S = _tree_views(tabs, work, t, hi - lo, nq)
-        for row in range(r0, r0 + m):
-            _linear_row(
-                X, row, lo, hi, nodes, lay, tt, f32, st, nq, 1.0, out, row, g,
-                hot, Zs, Os, R, C, S,
-            )  # fmt: skip
-
-
-def tree_shap_tab(X, nodes, layout, lay, tabs, simple, tree_nq, tree_lo, tree_hi, max_nodes,
-                  f32, otab, out):  # fmt: skip
-    """``tree_shap`` reading the oblivious trees from their leaf tables.
-
-    ``otab`` = (has_tab, ptr, col, val): the rows of a tree with ``has_tab[t]`` are routed
-    with ``layout`` and add their leaf's entries (``kernels.oblivious.shap_leaf_tables``);
-    the other trees and arguments are as in ``tree_shap``.
-    """
-    for b in prange(n_blocks(X.shape[0])):
-        _shap_rows_tab(X, nodes, layout, lay, tabs, simple, tree_nq, tree_lo, tree_hi,
-                       max_nodes, f32, otab, out, b)  # fmt: skip
-
-
-tree_shap_tab, tree_shap_tab_serial = parallel_and_serial(tree_shap_tab)
+    nch = _spread(X.shape[0], tree_hi - tree_lo)
+    run_chunks(_shap_chunk, nch, X, nodes, layout, lay, tabs, simple, tree_nq, tree_lo, tree_hi,
+               max_nodes, f32, otab, out)  # fmt: skip
 
 
 @njit(cache=True)
@@ -593,22 +566,7 @@ def tree_shap_classic(X, nodes, weight, player, max_depth, f32, out):
             )  # fmt: skip
 
 
-@njit(cache=True, inline="always")
-def _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple, nq, scale, acc, ar, g, work):
-    """Add ``scale[k]`` times tree t's TreeSHAP values of row ``r0 + k`` to ``acc[ar]``
-    (``ar < 0``: to ``acc[k]``, one slot per row of the block); ``work`` from ``_work``."""
-    lo = nodes.tree_offsets[t]
-    hi = nodes.tree_offsets[t + 1]
-    tt, R, C, S = _tree_views(tabs, work, t, hi - lo, nq)
-    for k in range(m):
-        if scale[k] != 0.0:
-            _linear_row(
-                X, r0 + k, lo, hi, nodes, lay, tt, f32, simple, nq, scale[k], acc,
-                k if ar < 0 else ar, g, work[0], work[1], work[2], R, C, S,
-            )  # fmt: skip
-
-
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _fold_rows(rows, m, w, r0, pcredit, cu, s1, s2, s2t, swu):
     """Fold the per-row terms ``rows[:m]`` (player, output) of rows ``r0:r0 + m`` into the
     moment sums and zero them.
@@ -650,62 +608,96 @@ def _fold_rows(rows, m, w, r0, pcredit, cu, s1, s2, s2t, swu):
             s2t[f] += tot * tot
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
+def _gradients(code, prm, y, r0, m, F, g, h):
+    """``kernels.attribution._round_gradients`` compiled once as a function of its own
+    (called once per boosting round and block of rows)."""
+    _round_gradients(code, prm, y, r0, m, F, g, h)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _inner_chunk(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes, lr,
-                 otab, forest, lo, hi, acc, ar, pcredit, s1, s2, s2t, swu):  # fmt: skip
-    """Rows ``lo:hi`` of ``shap_inner`` (``ar >= 0``: into ``acc[ar]``) or of
-    ``shap_inner_moments`` (``ar < 0``: ``acc`` is a (ROW_BLOCK, n_players, n_outputs) buffer
-    of zeros, one slot per row of a block, folded into ``s1``, ``s2``, ``s2t``, ``swu`` by
-    ``_fold_rows`` at the end of every block)."""
+                 otab, forest, acc, pcredit, s1, s2, s2t, swu, ch, nch):  # fmt: skip
+    """Chunk ``ch`` of ``nch`` (row blocks) of ``shap_inner`` (``s1`` empty: the rows' terms
+    go to ``acc[ch]``) or of ``shap_inner_moments`` (the terms go to a (ROW_BLOCK, n_players,
+    n_outputs) buffer of zeros, one slot per row of a block, folded into ``s1[ch]``,
+    ``s2[ch]``, ``s2t[ch]``, ``swu[ch]`` by ``_fold_rows`` at the end of every block;
+    ``acc`` has no rows and gives the buffer's shape)."""
     iter_ptr, base_margin, code, prm, f32, f32_sum = stages
     tree_group = nodes.tree_group
-    has_tab = otab[0]
     K = base_margin.shape[0]
+    moments = s1.shape[0] > 0
+    if moments:
+        rows = np.zeros((ROW_BLOCK, acc.shape[1], acc.shape[2]))
+        a0 = 0
+    else:
+        rows = acc
+        a0 = ch
     work = _work(max_nodes, tabs)
     scale = np.empty(ROW_BLOCK)
-    cu = np.empty((s1.shape[0], K))
+    cu = np.empty((s1.shape[1], K))
     idx, buf, F, delta, g, h, gsum = _block_buffers(layout.used, K)
-    for r0 in range(lo, hi, ROW_BLOCK):
-        m = _start_block(X, r0, hi, layout.used, buf, base_margin, F, gsum)
+    n_rows = X.shape[0]
+    b0, b1 = chunk_range(ch, nch, (n_rows + ROW_BLOCK - 1) // ROW_BLOCK)
+    for r0 in range(b0 * ROW_BLOCK, min(n_rows, b1 * ROW_BLOCK), ROW_BLOCK):
+        m = _start_block(X, r0, n_rows, layout.used, buf, base_margin, F, gsum)
         for it in range(iter_ptr.shape[0] - 1):
-            _round_gradients(code, prm, y, r0, m, F, g, h)
+            _gradients(code, prm, y, r0, m, F, g, h)
             _copy_rows(F, delta, m)
             if forest:
                 for k in range(m):
                     for c in range(K):
                         gsum[k, c] -= w[r0 + k] * g[k, c]
             for t in range(iter_ptr[it], iter_ptr[it + 1]):
-                _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+                _route(X, r0, m, t, layout, nodes, f32, buf, idx)
                 c = tree_group[t]
                 _add_leaves(delta, idx, nodes.value, m, c, f32_sum)
                 if forest:
                     continue
                 for k in range(m):
                     scale[k] = -w[r0 + k] * g[k, c] / lr[t]
-                if has_tab[t]:
-                    for k in range(m):
-                        _add_table(acc, ar, k, np.int64(idx[k]), c, scale[k], otab)
-                    continue
-                _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple[t], tree_nq[t],
-                             scale, acc, ar, c, work)  # fmt: skip
+                _tree_terms(X, r0, m, t, nodes, layout, lay, tabs, f32, simple, tree_nq, otab,
+                            buf, idx, scale, rows, a0, moments, c, work)  # fmt: skip
             _copy_rows(delta, F, m)
         if forest:
             for t in range(nodes.tree_offsets.shape[0] - 1):
                 c = tree_group[t]
                 for k in range(m):
                     scale[k] = gsum[k, c]
-                if has_tab[t]:
-                    _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
-                    for k in range(m):
-                        _add_table(acc, ar, k, np.int64(idx[k]), c, scale[k], otab)
-                    continue
-                _scaled_rows(X, r0, m, t, nodes, lay, tabs, f32, simple[t], tree_nq[t],
-                             scale, acc, ar, c, work)  # fmt: skip
-        if ar < 0:
-            _fold_rows(acc, m, w, r0, pcredit, cu, s1, s2, s2t, swu)
+                _tree_terms(X, r0, m, t, nodes, layout, lay, tabs, f32, simple, tree_nq, otab,
+                            buf, idx, scale, rows, a0, moments, c, work)  # fmt: skip
+        if moments:
+            _fold_rows(rows, m, w, r0, pcredit, cu, s1[ch], s2[ch], s2t[ch], swu[ch])
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True, error_model="numpy")
+def _tree_terms(X, r0, m, t, nodes, layout, lay, tabs, f32, simple, tree_nq, otab, buf, idx,
+                scale, acc, a0, per_row, g, work):  # fmt: skip
+    """Add ``scale[k]`` times tree t's TreeSHAP values of row ``r0 + k`` (k < m) to
+    ``acc[a0 + k]`` (``per_row``) or ``acc[a0]``: from its leaf table if it has one (the
+    rows routed from the routing buffer ``buf`` into ``idx``), else by ``_linear_row``;
+    ``work`` from ``_work``."""
+    if otab is None:
+        pass
+    elif otab[0][t]:
+        _table_leaves(t, layout, buf, idx)
+        for k in range(m):
+            _add_table(acc, a0 + k if per_row else a0, np.int64(idx[k]), g, scale[k], otab)
+        return
+    nq = tree_nq[t]
+    lo = nodes.tree_offsets[t]
+    hi = nodes.tree_offsets[t + 1]
+    tt, R, C, S = _tree_views(tabs, work, t, hi - lo, nq)
+    hot, Zs, Os = work[0], work[1], work[2]
+    for k in range(m):
+        if scale[k] != 0.0:
+            a = a0 + k if per_row else a0
+            _linear_row(
+                X, r0 + k, t, lo, hi, nodes, lay, tt, f32, simple, nq, scale[k], acc, a, g,
+                hot, Zs, Os, R, C, S,
+            )  # fmt: skip
+
+
 def shap_inner(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes, lr, otab,
                forest, acc):  # fmt: skip
     """TreeInner or ForestInner with TreeSHAP attributions, streamed: no SHAP value is stored.
@@ -716,22 +708,16 @@ def shap_inner(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_n
     ``w (-g) / lr[t]`` (g the gradient at the margin before the tree's round); for ForestInner
     (``forest``) the rows' summed negative gradients are collected first, then every tree's
     values are added scaled by ``w`` times them. ``acc`` has shape (n_chunks, n_players,
-    n_outputs): one accumulator per chunk of rows (the caller may use more chunks than threads
-    and schedule them dynamically). The TreeSHAP arguments (and ``otab``, the oblivious
-    trees' leaf tables) are those of ``tree_shap``.
+    n_outputs): one accumulator per chunk of row blocks (``inner_chunks``), spread over threads
+    (``kernels._threads``). The TreeSHAP arguments (and ``otab``, the oblivious trees' leaf
+    tables) are those of ``tree_shap``.
     """
-    n_chunks = acc.shape[0]
-    none2 = np.empty((0, 0))
-    none1 = np.empty(0)
-    for ch in prange(n_chunks):
-        lo, hi = _chunk_rows(ch, n_chunks, X.shape[0])
-        _inner_chunk(
-            X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes, lr, otab,
-            forest, lo, hi, acc, np.int64(ch), none2, none2, none2, none1, none2,
-        )  # fmt: skip
+    none3 = np.zeros((0, 0, 0))
+    run_chunks(_inner_chunk, acc.shape[0], X, y, w, nodes, layout, stages, lay, tabs, simple,
+               tree_nq, max_nodes, lr, otab, forest, acc, np.zeros((0, 0)), none3, none3,
+               np.zeros((0, 0)), none3)  # fmt: skip
 
 
-@njit(parallel=True, cache=True)
 def shap_inner_moments(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes,
                        lr, otab, forest, pcredit, s1, s2, s2t, swu):  # fmt: skip
     """``shap_inner``'s per-row terms and the sums of their squares, per chunk of rows.
@@ -744,16 +730,15 @@ def shap_inner_moments(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_n
     of each block of rows, adds to ``s1[chunk, f, c]`` the terms, to ``s2`` their squares,
     to ``s2t[chunk, f]`` the squares of their sums over outputs and to ``swu`` the terms times
     ``w``. ``s1``, ``s2``, ``swu`` have shape (n_chunks, n_output_features, n_outputs),
-    ``s2t`` (n_chunks, n_output_features), all zeroed by the caller; other arguments as
-    ``shap_inner``.
+    ``s2t`` (n_chunks, n_output_features), all zeroed by the caller (n_chunks from
+    ``inner_chunks``); other arguments as ``shap_inner``.
     """
-    n_chunks = s1.shape[0]
     n_players = pcredit.shape[0] if pcredit.shape[0] > 0 else s1.shape[1]
-    K = s1.shape[2]
-    for ch in prange(n_chunks):
-        lo, hi = _chunk_rows(ch, n_chunks, X.shape[0])
-        rows = np.zeros((ROW_BLOCK, n_players, K))
-        _inner_chunk(
-            X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes, lr, otab,
-            forest, lo, hi, rows, -1, pcredit, s1[ch], s2[ch], s2t[ch], swu[ch],
-        )  # fmt: skip
+    shape = np.zeros((0, n_players, s1.shape[2]))
+    run_chunks(_inner_chunk, s1.shape[0], X, y, w, nodes, layout, stages, lay, tabs, simple,
+               tree_nq, max_nodes, lr, otab, forest, shape, pcredit, s1, s2, s2t, swu)  # fmt: skip
+
+
+def inner_chunks(n_rows, n_trees):
+    """The number of chunks (accumulators) of a ``shap_inner`` pass over ``n_rows`` rows."""
+    return _spread(n_rows, n_trees)
