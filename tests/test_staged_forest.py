@@ -132,10 +132,11 @@ def test_threads_and_split_rows_agree(name):
 
 @pytest.mark.parametrize("name", ["regression", "binary", "deep", "cb_regression", "cb_binary"])
 def test_fast_kernel_sums_equal_the_general_kernels(name):
-    """Single-output models run the fast kernel for the leaf sums of w g (TreeInner), another
-    for those of w g, w h and w (``_staged`` with ``need_hc``, as unbiased gain and
-    ``node_values(reference=...)`` ask) and the general kernel when the split sums are asked
-    too: the same additions in the same order."""
+    """Single-output models run the fast kernel for the leaf sums of w g (TreeInner), for
+    those of w g, w h and w (``_staged`` with ``need_hc``, as unbiased gain and
+    ``node_values(reference=...)`` ask) the fast kernel with counts under squared error (h = 1,
+    so the sums of w h are those of w) and another kernel otherwise, and the general kernel
+    when the split sums are asked too: the same additions in the same order."""
     from treeinner._staged import _run_staged
 
     ens, X, y, w = _model(name)

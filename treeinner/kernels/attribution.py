@@ -230,8 +230,14 @@ def staged_pass(
         and stages.iter_ptr.shape[0] - 1 == nodes.tree_group.shape[0]
         and not need_split
     )
-    if single and not need_hc and nodes.left.shape[0] < 2**32:  # leaves recorded as uint32
-        run_chunks(_staged_fast_chunk, nch, X, y, w, nodes, layout, stages, forest, G, LS, GS)
+    # squared error: the hessian is 1, so the sums of w h are the sums of w (same order, so
+    # bit for bit) and the fast kernel's counts give both
+    counts = need_hc and stages.code == SQUARED and not forest
+    if single and (counts or not need_hc) and nodes.left.shape[0] < 2**32:  # uint32 leaves
+        run_chunks(_staged_fast_chunk, nch, X, y, w, nodes, layout, stages, forest, counts, G,
+                   C, LS, GS)  # fmt: skip
+        if counts:
+            H[...] = C
     elif single and not forest:
         run_chunks(_staged_hc_chunk, nch, X, y, w, nodes, layout, stages, G, H, C)
     else:
@@ -240,19 +246,16 @@ def staged_pass(
 
 
 @njit(cache=True, inline="always")
-def _fast_rows(code, prm, y, w, r0, m, idx, F, S, vals, f32_sum, need_g, Gc):
+def _fast_rows(code, prm, y, w, r0, m, idx, F, g, vals, f32_sum):
     """One tree of the fast staged pass for rows ``r0:r0 + m`` (one output, margins ``F``,
-    leaves ``idx``): add ``w g`` to the leaf's entry of ``Gc`` (with ``need_g``), ``-g`` to
-    the row's ``S`` and the leaf value ``vals[leaf]`` to its margin."""
+    leaves ``idx``): the gradient at the margin into ``g``, then the leaf value ``vals[leaf]``
+    added to the margin."""
     for k in range(m):
         i = idx[k]
         if code == SQUARED:  # the common case without the objective's branches
-            gk = F[k] - y[r0 + k]
+            g[k] = F[k] - y[r0 + k]
         else:
-            gk, _ = grad_hess(code, prm, y[r0 + k], F[k])
-        if need_g:
-            Gc[i] += w[r0 + k] * gk
-        S[k] -= gk
+            g[k], _ = grad_hess(code, prm, y[r0 + k], F[k])
         if f32_sum:
             F[k] = np.float32(F[k]) + np.float32(vals[i])
         else:
@@ -260,9 +263,10 @@ def _fast_rows(code, prm, y, w, r0, m, idx, F, S, vals, f32_sum, need_g, Gc):
 
 
 @njit(cache=True, nogil=True)
-def _staged_fast_chunk(X, y, w, nodes, layout, stages, forest, G, LS, GS, ch, nch):
+def _staged_fast_chunk(X, y, w, nodes, layout, stages, forest, counts, G, C, LS, GS, ch, nch):
     """Chunk ``ch`` of ``nch`` (row blocks) of ``staged_pass`` in its common case: one output,
-    one tree per round, only the leaf sums of ``w g`` (or, with ``forest``, those of ``w S``).
+    one tree per round, only the leaf sums of ``w g`` (with ``counts`` also of ``w``, into
+    ``C``), or, with ``forest``, those of ``w S``.
 
     Gradient, leaf sum and margin in one loop per tree. With ``forest`` every row's leaf in
     every tree is recorded for the block (n_trees x ``ROW_BLOCK``) and, once the block's S is
@@ -272,12 +276,14 @@ def _staged_fast_chunk(X, y, w, nodes, layout, stages, forest, G, LS, GS, ch, nc
     n_trees = nodes.tree_group.shape[0]
     value = nodes.value
     Gc = G[ch]
+    Cc = C[ch]
     LSc = LS[ch]
     rec = np.empty((n_trees if forest else 0, ROW_BLOCK), dtype=np.uint32)
     idx = np.empty(ROW_BLOCK, dtype=np.uint64)
     buf = np.empty((2 * layout.used.shape[0], ROW_BLOCK), dtype=np.float64)
     F = np.empty(ROW_BLOCK)
     S = np.empty(ROW_BLOCK)
+    g = np.empty(ROW_BLOCK)
     gs = 0.0
     b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
     for b in range(b0, b1):
@@ -289,7 +295,16 @@ def _staged_fast_chunk(X, y, w, nodes, layout, stages, forest, G, LS, GS, ch, nc
             S[k] = 0.0
         for t in range(n_trees):
             _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
-            _fast_rows(code, prm, y, w, r0, m, idx, F, S, value, f32_sum, not forest, Gc)
+            _fast_rows(code, prm, y, w, r0, m, idx, F, g, value, f32_sum)
+            if forest:
+                for k in range(m):
+                    S[k] -= g[k]
+            else:
+                for k in range(m):
+                    Gc[idx[k]] += w[r0 + k] * g[k]
+                if counts:
+                    for k in range(m):
+                        Cc[idx[k]] += w[r0 + k]
             if forest:
                 for k in range(m):
                     rec[t, k] = np.uint32(idx[k])
