@@ -216,7 +216,7 @@ def staged_pass(
     receives the summed ``w * S``. (ForestInner is then, per output, the sum over nodes n of
     ``(p(n) - p(parent(n)))`` times the subtree sum of ``LS`` at n, credited to the feature of
     the parent's split.) Otherwise ``LS`` may be (n_chunks, 1). With ``forest``, ``G`` is
-    filled only where the general kernel runs (see below): ForestInner does not need it.
+    filled too (ForestInner does not need it; the kernels that skip it leave it zero).
 
     The rows are cut into ``n_chunks`` chunks of row blocks spread over threads
     (``kernels._threads``). The common case (one output, one tree per round, only ``G`` or
@@ -245,23 +245,6 @@ def staged_pass(
                    need_split, G, H, C, SQ, N, LS, GS)  # fmt: skip
 
 
-@njit(cache=True, inline="always")
-def _fast_rows(code, prm, y, w, r0, m, idx, F, g, vals, f32_sum):
-    """One tree of the fast staged pass for rows ``r0:r0 + m`` (one output, margins ``F``,
-    leaves ``idx``): the gradient at the margin into ``g``, then the leaf value ``vals[leaf]``
-    added to the margin."""
-    for k in range(m):
-        i = idx[k]
-        if code == SQUARED:  # the common case without the objective's branches
-            g[k] = F[k] - y[r0 + k]
-        else:
-            g[k], _ = grad_hess(code, prm, y[r0 + k], F[k])
-        if f32_sum:
-            F[k] = np.float32(F[k]) + np.float32(vals[i])
-        else:
-            F[k] += vals[i]
-
-
 @njit(cache=True, nogil=True)
 def _staged_fast_chunk(X, y, w, nodes, layout, stages, forest, counts, G, C, LS, GS, ch, nch):
     """Chunk ``ch`` of ``nch`` (row blocks) of ``staged_pass`` in its common case: one output,
@@ -283,7 +266,6 @@ def _staged_fast_chunk(X, y, w, nodes, layout, stages, forest, counts, G, C, LS,
     buf = np.empty((2 * layout.used.shape[0], ROW_BLOCK), dtype=np.float64)
     F = np.empty(ROW_BLOCK)
     S = np.empty(ROW_BLOCK)
-    g = np.empty(ROW_BLOCK)
     gs = 0.0
     b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
     for b in range(b0, b1):
@@ -295,16 +277,21 @@ def _staged_fast_chunk(X, y, w, nodes, layout, stages, forest, counts, G, C, LS,
             S[k] = 0.0
         for t in range(n_trees):
             _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
-            _fast_rows(code, prm, y, w, r0, m, idx, F, g, value, f32_sum)
-            if forest:
+            # one loop: the leaf sums of w g (unused with forest, but a branch here costs
+            # more than the adds) and the row's summed negative gradient S; grad_hess
+            # without a squared-error shortcut (measured: the extra branch costs ~8%)
+            for k in range(m):
+                leaf = np.int64(idx[k])
+                gk, _ = grad_hess(code, prm, y[r0 + k], F[k])
+                Gc[leaf] += w[r0 + k] * gk
+                S[k] -= gk
+                if f32_sum:
+                    F[k] = np.float32(F[k]) + np.float32(value[leaf])
+                else:
+                    F[k] += value[leaf]
+            if counts:  # (never with forest)
                 for k in range(m):
-                    S[k] -= g[k]
-            else:
-                for k in range(m):
-                    Gc[idx[k]] += w[r0 + k] * g[k]
-                if counts:
-                    for k in range(m):
-                        Cc[idx[k]] += w[r0 + k]
+                    Cc[idx[k]] += w[r0 + k]
             if forest:
                 for k in range(m):
                     rec[t, k] = np.uint32(idx[k])
