@@ -21,7 +21,9 @@ from .routing import (
     _add_leaves,
     _fill_buffer,
     _route_block,
+    block_buffers,
     chunk_range,
+    load_block,
     n_blocks,
 )
 
@@ -113,13 +115,10 @@ def _route(X, r0, m, t, layout, nodes, f32, buf, idx):
 @njit(cache=True, nogil=True)
 def _path_chunk(X, nodes, layout, parent, p, tree_lo, tree_hi, f32, out, ch, nch):
     """Chunk ``ch`` of ``nch`` (row blocks) of ``path_attribution``."""
-    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
-    buf = np.empty((2 * layout.used.shape[0], ROW_BLOCK), dtype=np.float64)
+    idx, buf = block_buffers(layout.used)
     b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
     for b in range(b0, b1):
-        r0 = b * ROW_BLOCK
-        m = min(X.shape[0], r0 + ROW_BLOCK) - r0
-        _fill_buffer(X, r0, m, layout.used, buf)
+        r0, m = load_block(X, b, layout.used, buf)
         for t in range(tree_lo, tree_hi):
             _route(X, r0, m, t, layout, nodes, f32, buf, idx)
             g = nodes.tree_group[t]
@@ -150,9 +149,10 @@ def _chunk_rows(ch, n_chunks, n_rows):
 def _block_buffers(used, K):
     """Per-thread buffers of a staged pass over blocks of ``ROW_BLOCK`` rows: leaf indices,
     routing buffer, staged margins, their next values, gradients, hessians, gradient sums."""
+    idx, buf = block_buffers(used)
     return (
-        np.empty(ROW_BLOCK, dtype=np.uint64),
-        np.empty((2 * used.shape[0], ROW_BLOCK), dtype=np.float64),
+        idx,
+        buf,
         np.empty((ROW_BLOCK, K)),
         np.empty((ROW_BLOCK, K)),
         np.empty((ROW_BLOCK, K)),
@@ -262,16 +262,13 @@ def _staged_fast_chunk(X, y, w, nodes, layout, stages, forest, counts, G, C, LS,
     Cc = C[ch]
     LSc = LS[ch]
     rec = np.empty((n_trees if forest else 0, ROW_BLOCK), dtype=np.uint32)
-    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
-    buf = np.empty((2 * layout.used.shape[0], ROW_BLOCK), dtype=np.float64)
+    idx, buf = block_buffers(layout.used)
     F = np.empty(ROW_BLOCK)
     S = np.empty(ROW_BLOCK)
     gs = 0.0
     b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
     for b in range(b0, b1):
-        r0 = b * ROW_BLOCK
-        m = min(X.shape[0], r0 + ROW_BLOCK) - r0
-        _fill_buffer(X, r0, m, layout.used, buf)
+        r0, m = load_block(X, b, layout.used, buf)
         for k in range(m):
             F[k] = base_margin[0]
             S[k] = 0.0
@@ -325,14 +322,11 @@ def _staged_hc_chunk(X, y, w, nodes, layout, stages, G, H, C, ch, nch):
     Gc = G[ch]
     Hc = H[ch]
     Cc = C[ch]
-    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
-    buf = np.empty((2 * layout.used.shape[0], ROW_BLOCK), dtype=np.float64)
+    idx, buf = block_buffers(layout.used)
     F = np.empty(ROW_BLOCK)
     b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
     for b in range(b0, b1):
-        r0 = b * ROW_BLOCK
-        m = min(X.shape[0], r0 + ROW_BLOCK) - r0
-        _fill_buffer(X, r0, m, layout.used, buf)
+        r0, m = load_block(X, b, layout.used, buf)
         for k in range(m):
             F[k] = base_margin[0]
         for t in range(nodes.tree_group.shape[0]):

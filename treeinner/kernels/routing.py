@@ -205,15 +205,22 @@ def _fill_buffer(X, r0, m, used, buf):
 
 
 @njit(cache=True, inline="always")
-def _load_block(X, b, used):
-    """Block ``b`` of ``ROW_BLOCK`` rows of ``X``: its first row and size, a buffer for the
-    nodes its rows reach, and the routing buffer filled with them (the columns ``used``)."""
+def block_buffers(used):
+    """A chunk kernel's routing buffers, allocated once per chunk: the nodes a block's rows
+    reach, and the block buffer of the columns ``used`` (see ``_fill_buffer``)."""
+    return (
+        np.empty(ROW_BLOCK, dtype=np.uint64),
+        np.empty((2 * used.shape[0], ROW_BLOCK), dtype=np.float64),
+    )
+
+
+@njit(cache=True, inline="always")
+def load_block(X, b, used, buf):
+    """Fill ``buf`` with block ``b`` of ``ROW_BLOCK`` rows of ``X``; its first row and size."""
     r0 = b * ROW_BLOCK
     m = min(X.shape[0], r0 + ROW_BLOCK) - r0
-    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
-    buf = np.empty((2 * used.shape[0], ROW_BLOCK), dtype=np.float64)
     _fill_buffer(X, r0, m, used, buf)
-    return r0, m, idx, buf
+    return r0, m
 
 
 @njit(cache=True, inline="always")
@@ -308,10 +315,11 @@ def _margin_chunk(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32_
     """Chunk ``ch`` of ``nch`` (row blocks) of ``predict_margin``."""
     n_out = out.shape[1]
     slot_value = nodes.value[layout.bottom]  # oblivious trees: the leaf value of every slot
+    idx, buf = block_buffers(layout.used)
+    acc = np.empty((ROW_BLOCK, n_out), dtype=np.float64)
     b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
     for b in range(b0, b1):
-        r0, m, idx, buf = _load_block(X, b, layout.used)
-        acc = np.empty((ROW_BLOCK, n_out), dtype=np.float64)
+        r0, m = load_block(X, b, layout.used, buf)
         for k in range(m):
             for g in range(n_out):
                 acc[k, g] = base_margin[g]
@@ -347,13 +355,10 @@ def _leaf_index_chunk(X, nodes, layout, tree_lo, tree_hi, f32, out, ch, nch):
     """Chunk ``ch`` of ``nch`` (row blocks) of ``leaf_index``."""
     leaf_id = nodes.leaf_id
     slot_id = leaf_id[layout.bottom]  # oblivious trees: the leaf id of every slot
-    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
-    buf = np.empty((2 * layout.used.shape[0], ROW_BLOCK), dtype=np.float64)
+    idx, buf = block_buffers(layout.used)
     b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
     for b in range(b0, b1):
-        r0 = b * ROW_BLOCK
-        m = min(X.shape[0], r0 + ROW_BLOCK) - r0
-        _fill_buffer(X, r0, m, layout.used, buf)
+        r0, m = load_block(X, b, layout.used, buf)
         for t in range(tree_lo, tree_hi):
             if layout.tree_flags[t] & TREE_OBLIVIOUS:
                 oblivious_slots(t, layout, buf, idx)

@@ -31,7 +31,7 @@ from numba import njit
 from ._threads import n_chunks, run_chunks
 from .attribution import _route
 from .gradients import grad_hess, grad_hess_row
-from .routing import ROW_BLOCK, _fill_buffer, _route_block, chunk_range, n_blocks
+from .routing import ROW_BLOCK, _route_block, block_buffers, chunk_range, load_block, n_blocks
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -127,16 +127,13 @@ def _staged_leaves_chunk(X, y, w, nodes, layout, stages, it0, it1, F, gw, hw, le
     iter_ptr, _, code, prm, f32, f32_sum = stages
     K = F.shape[1]
     t_base = iter_ptr[it0]
-    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
-    buf = np.empty((2 * layout.used.shape[0], ROW_BLOCK), dtype=np.float64)
+    idx, buf = block_buffers(layout.used)
     Fb = np.empty((ROW_BLOCK, K))
     g = np.empty(K)
     h = np.empty(K)
     b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
     for b in range(b0, b1):
-        r0 = b * ROW_BLOCK
-        m = min(X.shape[0], r0 + ROW_BLOCK) - r0
-        _fill_buffer(X, r0, m, layout.used, buf)
+        r0, m = load_block(X, b, layout.used, buf)
         for k in range(m):
             for c in range(K):
                 Fb[k, c] = F[r0 + k, c]
@@ -189,14 +186,11 @@ def _staged_single_chunk(X, y, w, nodes, layout, stages, it0, it1, F, gw, hw, le
     """Chunk ``ch`` of ``nch`` (row blocks) of ``staged_leaves_single``."""
     _, _, code, prm, f32, f32_sum = stages
     value = nodes.value
-    idx = np.empty(ROW_BLOCK, dtype=np.uint64)
-    buf = np.empty((2 * layout.used.shape[0], ROW_BLOCK), dtype=np.float64)
+    idx, buf = block_buffers(layout.used)
     Fb = np.empty(ROW_BLOCK)
     b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
     for b in range(b0, b1):
-        r0 = b * ROW_BLOCK
-        m = min(X.shape[0], r0 + ROW_BLOCK) - r0
-        _fill_buffer(X, r0, m, layout.used, buf)
+        r0, m = load_block(X, b, layout.used, buf)
         for k in range(m):
             Fb[k] = F[r0 + k, 0]
         for t in range(it0, it1):
