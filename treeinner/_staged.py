@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numba
 import numpy as np
 
 from ._errors import InputError, InputTypeError
@@ -13,7 +12,7 @@ from .ensemble import TreeEnsemble
 from .kernels import attribution as K
 from .kernels import moments as KM
 from .kernels._threads import n_chunks
-from .kernels.routing import ROW_BLOCK, n_blocks
+from .kernels.routing import n_blocks
 from .objectives import Objective, get_objective
 
 
@@ -53,28 +52,17 @@ def stages(ens: TreeEnsemble, obj: Objective) -> K.Stages:
 
 
 def _inputs(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any):
-    """Objective, row count, row blocks, checked labels and weights, and the number of row
-    chunks (one per thread) of a staged pass."""
+    """Objective, row count, row blocks, checked labels and weights of a staged pass."""
     obj = get_objective(ens)
     n, blocks = ens._blocks(X)
     yv = obj.check_labels(y, n)
     w = _weights(sample_weight, n)
-    chunks = max(1, min(numba.get_num_threads(), (n + 255) // 256))
-    return obj, n, blocks, yv, w, chunks
-
-
-def dynamic_chunks(n: int) -> int:
-    """Chunks of rows for a pass whose rows flow through all trees in boosting order: more
-    chunks than threads, handed out one at a time (run the kernel under
-    ``numba.parallel_chunksize(1)``), so that a thread the OS sets aside does not hold up the
-    whole call; one chunk on one thread."""
-    threads = numba.get_num_threads()
-    return 1 if threads == 1 else max(1, min(8 * threads, -(-n // (4 * ROW_BLOCK))))
+    return obj, n, blocks, yv, w
 
 
 def _run_staged(ens, X, y, sample_weight, forest, need_hc, need_split):
     """The staged pass behind ``_staged`` and ``split_sums``."""
-    obj, n, blocks, yv, w, _ = _inputs(ens, X, y, sample_weight)
+    obj, n, blocks, yv, w = _inputs(ens, X, y, sample_weight)
     nch = n_chunks(n * max(ens.n_trees, 1), n_blocks(n))
     G = np.zeros((nch, ens.n_nodes))
     H = np.zeros((nch, ens.n_nodes if need_hc else 1))
@@ -180,7 +168,7 @@ def _edge_pass(
     ptr, col, cg, ch, used, n_out = _leaf_lists(ens, dg, dh)
     # the hessian term only where some leaf list has one
     mode = KM.MODE_FOREST if forest else KM.MODE_GH if np.any(ch != 0.0) else KM.MODE_G
-    obj, n, blocks, yv, w, _ = _inputs(ens, X, y, sample_weight)
+    obj, n, blocks, yv, w = _inputs(ens, X, y, sample_weight)
     Kout = ens.n_outputs
     n_used = max(1, used.size)
     # a row's list entries over all trees: fold all used features after a block when a row

@@ -65,18 +65,17 @@ def warm_up(report: Callable[[str, float], None] | None = None) -> float:
         else:
             est = GBMClassifier(n_estimators=6, max_depth=3)
         step(f"{objective}: native booster", lambda e=est, y=y: e.fit(X, y))
-        model = est
         step(
             f"{objective}: every method",
-            lambda m=model, y=y: importance(m, X, y, methods=methods, random_state=0),
+            lambda m=est, y=y: importance(m, X, y, methods=methods, random_state=0),
         )
         step(
             f"{objective}: standard errors",
-            lambda m=model, y=y: importance(m, X, y, methods=methods, random_state=0, se=True),
+            lambda m=est, y=y: importance(m, X, y, methods=methods, random_state=0, se=True),
         )
         step(
             f"{objective}: attributions",
-            lambda m=model: (predecomp(m, X), saabas(m, X), tree_shap(m, X)),
+            lambda m=est: (predecomp(m, X), saabas(m, X), tree_shap(m, X)),
         )
     y = labels["squared_error"]
     step(

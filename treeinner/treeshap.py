@@ -402,7 +402,7 @@ def _inner_pass(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any):
     """Set up a streamed TreeSHAP TreeInner/ForestInner pass: the TreeSHAP setup, row count,
     row blocks, labels, weights, number of row chunks, and the kernel arguments that follow
     the rows, labels and weights."""
-    obj, n, blocks, yv, w, _ = _inputs(ens, X, y, sample_weight)
+    obj, n, blocks, yv, w = _inputs(ens, X, y, sample_weight)
     su = _setup(ens, "auto", 0, ens.n_trees, n)
     n_chunks = K.inner_chunks(n, ens.n_trees)
     args = (su.ens._nodes(), su.ens._layout, stages(su.ens, obj), su.lay, su.tabs,
