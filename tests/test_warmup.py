@@ -56,3 +56,40 @@ def test_warm_up_covers_every_booster(capsys):
             assert listener.kernels == [], (name, listener.kernels)
     finally:
         event.unregister("numba:compile", listener)
+
+
+def test_warm_up_compiles_both_router_specialisations():
+    """The routing kernels have two specialisations (``general``: None for models of plain and
+    oblivious trees, the node arrays where a tree needs the general router); warm-up trains a
+    model of each kind and so loads or compiles both."""
+    from numba.core import types
+
+    from treeinner import _warmup
+    from treeinner.booster import GBMRegressor
+    from treeinner.kernels import attribution, routing, treeshap, unbiased
+
+    X, labels = _warmup._data()
+    deep = treeinner.from_model(
+        GBMRegressor(n_estimators=2, max_depth=routing.TOP_DEPTH + 1).fit(
+            X, labels["squared_error"]
+        )
+    )
+    assert np.all(deep._layout.tree_flags & routing.TREE_DEEP)
+    assert routing.general_nodes(deep._nodes(), deep._layout) is not None
+    shallow = treeinner.from_model(
+        GBMRegressor(n_estimators=2, max_depth=3).fit(X, labels["squared_error"])
+    )
+    assert routing.general_nodes(shallow._nodes(), shallow._layout) is None
+
+    _warmup.warm_up()
+    kernels = [
+        (routing._margin_chunk, 2),
+        (routing._leaf_index_chunk, 2),
+        (attribution._staged_fast_chunk, 4),
+        (unbiased._staged_single_chunk, 4),
+        (attribution._path_chunk, 2),
+        (treeshap._inner_chunk, 4),
+    ]
+    for kernel, pos in kernels:
+        general = {sig[pos] == types.none for sig in kernel.signatures}
+        assert general == {True, False}, (kernel, kernel.signatures)

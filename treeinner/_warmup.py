@@ -8,7 +8,8 @@ error, logistic, softmax) on generated data and runs every registered method on 
 and without standard errors, so that every later process, whatever booster its model came
 from, loads the kernels instead of compiling them. The kernels' types do not depend on the
 booster (every adapter builds the same ``TreeEnsemble`` arrays), so the native models stand in
-for all of them.
+for all of them: shallow trees, and trees deeper than the top layout, which take the general
+router (the kernels' two specialisations, see ``kernels.routing.general_nodes``).
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ def warm_up(report: Callable[[str, float], None] | None = None) -> float:
     float
         Seconds taken in total.
     """
-    from . import importance, predecomp, saabas, tree_shap
+    from . import from_model, importance, predecomp, saabas, tree_shap
     from ._methods import REGISTRY
     from .booster import GBMClassifier, GBMRegressor
+    from .kernels.routing import TOP_DEPTH
 
     start = time.perf_counter()
     X, labels = _data()
@@ -59,24 +61,33 @@ def warm_up(report: Callable[[str, float], None] | None = None) -> float:
         if report is not None:
             report(name, time.perf_counter() - t)
 
+    # stumps (oblivious trees, whose TreeSHAP values come from leaf tables, as CatBoost's),
+    # shallow trees, and trees deeper than the top layout (the routing kernels' other
+    # specialisation, ``kernels.routing.general_nodes``: deep trees and categorical splits, as
+    # LightGBM's, take the general router)
     for objective, y in labels.items():
-        if objective == "squared_error":
-            est = GBMRegressor(n_estimators=6, max_depth=3)
-        else:
-            est = GBMClassifier(n_estimators=6, max_depth=3)
-        step(f"{objective}: native booster", lambda e=est, y=y: e.fit(X, y))
-        step(
-            f"{objective}: every method",
-            lambda m=est, y=y: importance(m, X, y, methods=methods, random_state=0),
-        )
-        step(
-            f"{objective}: standard errors",
-            lambda m=est, y=y: importance(m, X, y, methods=methods, random_state=0, se=True),
-        )
-        step(
-            f"{objective}: attributions",
-            lambda m=est: (predecomp(m, X), saabas(m, X), tree_shap(m, X)),
-        )
+        for depth in (1, 3, TOP_DEPTH + 1):
+            cls = GBMRegressor if objective == "squared_error" else GBMClassifier
+            est = cls(n_estimators=6 if depth == 3 else 2, max_depth=depth)
+            what = f"{objective}, depth {depth}"
+            step(f"{what}: native booster", lambda e=est, y=y: e.fit(X, y))
+            step(
+                f"{what}: every method",
+                lambda m=est, y=y: importance(m, X, y, methods=methods, random_state=0),
+            )
+            step(
+                f"{what}: standard errors",
+                lambda m=est, y=y: importance(m, X, y, methods=methods, random_state=0, se=True),
+            )
+            step(
+                f"{what}: attributions",
+                lambda m=est: (
+                    predecomp(m, X),
+                    saabas(m, X),
+                    tree_shap(m, X),
+                    from_model(m).leaf_index(X),
+                ),
+            )
     y = labels["squared_error"]
     step(
         "native booster, split='unbiased'",

@@ -20,11 +20,14 @@ from .routing import (
     ROW_BLOCK,
     _add_leaves,
     _fill_buffer,
-    _route_block,
     block_buffers,
     chunk_range,
+    general_nodes,
     load_block,
     n_blocks,
+    route,
+    route_top,
+    top_arrays,
 )
 
 
@@ -105,22 +108,18 @@ def _add_path(r, leaf, parent, feature, p, group, out):
 
 
 @njit(cache=True, nogil=True)
-def _route(X, r0, m, t, layout, nodes, f32, buf, idx):
-    """``routing._route_block`` compiled once as a function of its own: the kernels that call
-    it once per tree and block of rows, where a call costs little next to the routing, need
-    not compile the whole router again (the hot fast staged pass inlines it)."""
-    _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
-
-
-@njit(cache=True, nogil=True)
-def _path_chunk(X, nodes, layout, parent, p, tree_lo, tree_hi, f32, out, ch, nch):
+def _path_chunk(X, nodes, general, layout, parent, p, tree_lo, tree_hi, f32, out, ch, nch):
     """Chunk ``ch`` of ``nch`` (row blocks) of ``path_attribution``."""
+    meta, tbound, top_depth, top_off, bot_off, bottom, tree_flags = top_arrays(layout)
     idx, buf = block_buffers(layout.used)
     b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
     for b in range(b0, b1):
         r0, m = load_block(X, b, layout.used, buf)
         for t in range(tree_lo, tree_hi):
-            _route(X, r0, m, t, layout, nodes, f32, buf, idx)
+            if not route_top(m, t, meta, tbound, top_depth, top_off, bot_off, bottom,
+                             tree_flags, buf, idx):  # fmt: skip
+                if general is not None:
+                    route(X, r0, m, t, layout, general, f32, buf, idx)
             g = nodes.tree_group[t]
             for k in range(m):
                 _add_path(r0 + k, np.int64(idx[k]), parent, nodes.feature, p, g, out)
@@ -134,7 +133,8 @@ def path_attribution(X, nodes, layout, parent, p, tree_lo, tree_hi, f32, out):
     """
     nb = n_blocks(X.shape[0])
     nch = n_chunks(X.shape[0] * max(tree_hi - tree_lo, 1), nb)
-    run_chunks(_path_chunk, nch, X, nodes, layout, parent, p, tree_lo, tree_hi, f32, out)
+    run_chunks(_path_chunk, nch, X, nodes, general_nodes(nodes, layout), layout, parent, p,
+               tree_lo, tree_hi, f32, out)  # fmt: skip
 
 
 @njit(cache=True, inline="always")
@@ -234,8 +234,8 @@ def staged_pass(
     # bit for bit) and the fast kernel's counts give both
     counts = need_hc and stages.code == SQUARED and not forest
     if single and (counts or not need_hc) and nodes.left.shape[0] < 2**32:  # uint32 leaves
-        run_chunks(_staged_fast_chunk, nch, X, y, w, nodes, layout, stages, forest, counts, G,
-                   C, LS, GS)  # fmt: skip
+        run_chunks(_staged_fast_chunk, nch, X, y, w, nodes, general_nodes(nodes, layout), layout,
+                   stages, forest, counts, G, C, LS, GS)  # fmt: skip
         if counts:
             H[...] = C
     elif single and not forest:
@@ -246,7 +246,8 @@ def staged_pass(
 
 
 @njit(cache=True, nogil=True)
-def _staged_fast_chunk(X, y, w, nodes, layout, stages, forest, counts, G, C, LS, GS, ch, nch):
+def _staged_fast_chunk(X, y, w, nodes, general, layout, stages, forest, counts, G, C, LS, GS,
+                       ch, nch):  # fmt: skip
     """Chunk ``ch`` of ``nch`` (row blocks) of ``staged_pass`` in its common case: one output,
     one tree per round, only the leaf sums of ``w g`` (with ``counts`` also of ``w``, into
     ``C``), or, with ``forest``, those of ``w S``.
@@ -261,6 +262,7 @@ def _staged_fast_chunk(X, y, w, nodes, layout, stages, forest, counts, G, C, LS,
     Gc = G[ch]
     Cc = C[ch]
     LSc = LS[ch]
+    meta, tbound, top_depth, top_off, bot_off, bottom, tree_flags = top_arrays(layout)
     rec = np.empty((n_trees if forest else 0, ROW_BLOCK), dtype=np.uint32)
     idx, buf = block_buffers(layout.used)
     F = np.empty(ROW_BLOCK)
@@ -273,7 +275,10 @@ def _staged_fast_chunk(X, y, w, nodes, layout, stages, forest, counts, G, C, LS,
             F[k] = base_margin[0]
             S[k] = 0.0
         for t in range(n_trees):
-            _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+            if not route_top(m, t, meta, tbound, top_depth, top_off, bot_off, bottom,
+                             tree_flags, buf, idx):  # fmt: skip
+                if general is not None:
+                    route(X, r0, m, t, layout, general, f32, buf, idx)
             # gradient, sum and margin in one loop per tree (a branch inside it, or the sums
             # in a loop of their own, measured 8-20% slower): ForestInner's S, or the leaf sums
             # of w g; grad_hess without a squared-error shortcut (the branch costs ~8%)
@@ -282,6 +287,7 @@ def _staged_fast_chunk(X, y, w, nodes, layout, stages, forest, counts, G, C, LS,
                     leaf = np.int64(idx[k])
                     gk, _ = grad_hess(code, prm, y[r0 + k], F[k])
                     S[k] -= gk
+                    rec[t, k] = np.uint32(leaf)
                     if f32_sum:
                         F[k] = np.float32(F[k]) + np.float32(value[leaf])
                     else:
@@ -298,9 +304,6 @@ def _staged_fast_chunk(X, y, w, nodes, layout, stages, forest, counts, G, C, LS,
             if counts:  # (never with forest)
                 for k in range(m):
                     Cc[idx[k]] += w[r0 + k]
-            if forest:
-                for k in range(m):
-                    rec[t, k] = np.uint32(idx[k])
         if forest:
             for k in range(m):
                 S[k] *= w[r0 + k]
@@ -316,7 +319,7 @@ def _staged_fast_chunk(X, y, w, nodes, layout, stages, forest, counts, G, C, LS,
 def _staged_hc_chunk(X, y, w, nodes, layout, stages, G, H, C, ch, nch):
     """Chunk ``ch`` of ``nch`` (row blocks) of ``staged_pass`` for one output and one tree per
     round with the sums of ``w g``, ``w h`` and ``w`` (the general kernel's additions, in
-    its order; routed by the shared ``_route``)."""
+    its order; routed by the shared ``routing.route``)."""
     iter_ptr, base_margin, code, prm, f32, f32_sum = stages
     value = nodes.value
     Gc = G[ch]
@@ -330,7 +333,7 @@ def _staged_hc_chunk(X, y, w, nodes, layout, stages, G, H, C, ch, nch):
         for k in range(m):
             F[k] = base_margin[0]
         for t in range(nodes.tree_group.shape[0]):
-            _route(X, r0, m, t, layout, nodes, f32, buf, idx)
+            route(X, r0, m, t, layout, nodes, f32, buf, idx)
             for k in range(m):
                 i = idx[k]
                 gk, hk = grad_hess(code, prm, y[r0 + k], F[k])
@@ -376,7 +379,7 @@ def _staged_chunk(X, y, w, nodes, layout, stages, forest, need_hc, need_split, G
                 _copy_rows(F, delta, m)
                 D = delta
             for t in range(t0, t1):
-                _route(X, r0, m, t, layout, nodes, f32, buf, idx)
+                route(X, r0, m, t, layout, nodes, f32, buf, idx)
                 c = tree_group[t]
                 for k in range(m):
                     Gc[np.int64(idx[k])] += w[r0 + k] * g[k, c]

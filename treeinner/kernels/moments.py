@@ -22,9 +22,9 @@ import numpy as np
 from numba import njit
 
 from ._threads import run_chunks
-from .attribution import _block_buffers, _copy_rows, _round_gradients, _route, _start_block
+from .attribution import _block_buffers, _copy_rows, _round_gradients, _start_block
 from .gradients import grad_hess
-from .routing import ROW_BLOCK, _add_leaves, chunk_range, n_blocks
+from .routing import ROW_BLOCK, _add_leaves, chunk_range, n_blocks, route
 
 
 @njit(cache=True)
@@ -272,7 +272,7 @@ def _edge_chunk(X, y, w, nodes, layout, stages, ptr, col, cg, ch, mode, dense, S
         if single:
             # one output, one tree per round: gradient, row terms and margin in one loop
             for t in range(tree_group.shape[0]):
-                _route(X, r0, m, t, layout, nodes, f32, buf, idx)
+                route(X, r0, m, t, layout, nodes, f32, buf, idx)
                 for k in range(m):
                     leaf = np.int64(idx[k])
                     a, b_ = grad_hess(code, prm, y[r0 + k], F[k, 0])
@@ -298,7 +298,7 @@ def _edge_chunk(X, y, w, nodes, layout, stages, ptr, col, cg, ch, mode, dense, S
                 _copy_rows(F, delta, m)
                 D = delta
             for t in range(t0, t1):
-                _route(X, r0, m, t, layout, nodes, f32, buf, idx)
+                route(X, r0, m, t, layout, nodes, f32, buf, idx)
                 c = tree_group[t]
                 for k in range(m):
                     leaf = np.int64(idx[k])

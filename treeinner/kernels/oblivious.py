@@ -5,7 +5,7 @@ decision (feature, threshold, missing direction): CatBoost's SymmetricTree model
 XGBoost or LightGBM tree that happens to be so. ``kernels.routing.build_top_layout`` detects
 them from the node arrays when the ensemble's layout is built and flags them
 ``TREE_OBLIVIOUS``; the routing kernels then read every level's split once per block of rows
-and a row's leaf position as d bits (``kernels.routing._route_block``), which every kernel
+and a row's leaf position as d bits (``kernels.routing.oblivious_slots``), which every kernel
 that routes rows (prediction, leaf indices, the staged passes, the moments) shares.
 
 Path-dependent attributions of an oblivious tree depend only on the leaf a row reaches (its

@@ -224,39 +224,91 @@ def load_block(X, b, used, buf):
 
 
 @njit(cache=True, inline="always")
-def oblivious_slots(t, layout, buf, idx):
+def oblivious_slots(t, meta, tbound, top_depth, top_off, bot_off, buf, idx):
     """For an oblivious tree t (``TREE_OBLIVIOUS``), leave in ``idx[k]`` the slot of
     ``layout.bottom`` that row k of the buffer reaches (its leaf is ``bottom[idx[k]]``), for
     all ``ROW_BLOCK`` rows of the buffer (rows past the block's end read zeros)."""
     one = np.uint64(1)
     for k in range(ROW_BLOCK):
         idx[k] = 0
-    for lev in range(layout.top_depth[t]):
-        i = layout.top_off[t] + (1 << lev) - 1
-        col = buf[layout.meta[i] & _COL_MASK]
-        b = layout.tbound[i]
+    for lev in range(top_depth[t]):
+        i = top_off[t] + (1 << lev) - 1
+        col = buf[meta[i] & _COL_MASK]
+        b = tbound[i]
         for k in range(ROW_BLOCK):
             idx[k] = 2 * idx[k] + one - np.uint64(col[k] <= b)
-    base = np.uint64(layout.bot_off[t])
+    base = np.uint64(bot_off[t])
     for k in range(ROW_BLOCK):
         idx[k] += base
 
 
+# ---------------------------------------------------------------------- routing a block
+# The hot kernels unpack the layout's arrays once per chunk (``top_arrays``) and route each
+# tree with ``route_top``, which takes them one by one: Numba increfs every array of a named
+# tuple it binds to an inlined function's argument, and binding ``layout`` and ``nodes`` once
+# per tree and block of rows measured 20-25% of a prediction. Trees ``route_top`` cannot
+# route (general nodes in the top layout, or deeper than it) go to ``route``, compiled once
+# and shared; a kernel reaches it through its argument ``general``, the node arrays or None
+# (``general_nodes``): with None, Numba drops the call before typing, so a model of plain
+# and oblivious trees (XGBoost's numeric trees, CatBoost's) compiles no general router.
 @njit(cache=True, inline="always")
-def _route_block(X, r0, m, t, layout, nodes, f32, buf, idx):
-    """Leave in ``idx[k]`` the node reached by row ``r0 + k`` (k < m) in tree ``t``."""
-    meta = layout.meta
-    tbound = layout.tbound
-    tree_flags = layout.tree_flags
-    d = layout.top_depth[t]
-    o = np.uint64(layout.top_off[t])
-    one = np.uint64(1)
-    if tree_flags[t] & TREE_OBLIVIOUS:
-        oblivious_slots(t, layout, buf, idx)
-        bottom = layout.bottom
+def top_arrays(layout):
+    """The arrays of ``layout`` that ``route_top`` reads."""
+    return (
+        layout.meta,
+        layout.tbound,
+        layout.top_depth,
+        layout.top_off,
+        layout.bot_off,
+        layout.bottom,
+        layout.tree_flags,
+    )
+
+
+@njit(cache=True, inline="always")
+def route_top(m, t, meta, tbound, top_depth, top_off, bot_off, bottom, tree_flags, buf, idx):
+    """Leave in ``idx[k]`` the leaf that row k (k < m) of the block buffer ``buf`` reaches in
+    tree t if t is plain (``tree_flags[t] == 0``: numeric nodes only, all in the top layout)
+    or oblivious, and return True; return False (``idx`` untouched) for any other tree."""
+    flags = tree_flags[t]
+    if flags & TREE_OBLIVIOUS:
+        oblivious_slots(t, meta, tbound, top_depth, top_off, bot_off, buf, idx)
         for k in range(m):
             idx[k] = bottom[idx[k]]
+        return True
+    if flags != 0:
+        return False
+    d = top_depth[t]
+    o = np.uint64(top_off[t])
+    for k in range(m):
+        idx[k] = 0
+    for _ in range(d):
+        for k in range(m):
+            i = o + idx[k]
+            gl = buf[np.uint64(meta[i] & _COL_MASK), k] <= tbound[i]
+            idx[k] = 2 * idx[k] + 2 - np.uint64(gl)
+    base = np.uint64(bot_off[t] - ((1 << d) - 1))
+    for k in range(m):
+        idx[k] = bottom[base + idx[k]]
+    return True
+
+
+def general_nodes(nodes, layout):
+    """``nodes`` if a tree of the model needs ``route`` (``TREE_GENERAL`` or ``TREE_DEEP``),
+    else None: the ``general`` argument of the kernels that route with ``route_top``."""
+    return nodes if np.any(layout.tree_flags & (TREE_GENERAL | TREE_DEEP)) else None
+
+
+@njit(cache=True, nogil=True)
+def route(X, r0, m, t, layout, nodes, f32, buf, idx):
+    """Leave in ``idx[k]`` the leaf that row ``r0 + k`` (k < m; loaded into ``buf``) reaches in
+    tree ``t``, any tree."""
+    meta, tbound, top_depth, top_off, bot_off, bottom, tree_flags = top_arrays(layout)
+    if route_top(m, t, meta, tbound, top_depth, top_off, bot_off, bottom, tree_flags, buf, idx):
         return
+    d = top_depth[t]
+    o = np.uint64(top_off[t])
+    one = np.uint64(1)
     for k in range(m):
         idx[k] = 0
     if tree_flags[t] & TREE_GENERAL:
@@ -270,23 +322,19 @@ def _route_block(X, r0, m, t, layout, nodes, f32, buf, idx):
                 else:
                     gl = buf[np.uint64(mm & _COL_MASK), k] <= tbound[i]
                 idx[k] = 2 * idx[k] + 2 - (one if gl else np.uint64(0))
-    else:
+    else:  # TREE_DEEP only: numeric nodes in the top layout
         for _ in range(d):
             for k in range(m):
                 i = o + idx[k]
                 gl = buf[np.uint64(meta[i] & _COL_MASK), k] <= tbound[i]
                 idx[k] = 2 * idx[k] + 2 - np.uint64(gl)
-    bottom = layout.bottom
-    base = np.uint64(layout.bot_off[t] - ((1 << d) - 1))
-    if tree_flags[t] & TREE_DEEP:
-        for k in range(m):
-            n = bottom[base + idx[k]]
-            if nodes.left[n] >= 0:
-                n = find_leaf(X, r0 + k, n, nodes, f32)
-            idx[k] = n
-    else:
-        for k in range(m):
-            idx[k] = bottom[base + idx[k]]
+    base = np.uint64(bot_off[t] - ((1 << d) - 1))
+    left = nodes.left
+    for k in range(m):
+        n = bottom[base + idx[k]]
+        if left[n] >= 0:  # TREE_DEEP: on below the top layout
+            n = find_leaf(X, r0 + k, n, nodes, f32)
+        idx[k] = n
 
 
 @njit(cache=True, inline="always")
@@ -311,10 +359,13 @@ def chunk_range(ch, n_chunks, n_items):
 
 
 @njit(cache=True, nogil=True)
-def _margin_chunk(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out, ch, nch):
+def _margin_chunk(X, nodes, general, layout, tree_lo, tree_hi, base_margin, f32_sum, f32_cat, out,
+                  ch, nch):  # fmt: skip
     """Chunk ``ch`` of ``nch`` (row blocks) of ``predict_margin``."""
     n_out = out.shape[1]
-    slot_value = nodes.value[layout.bottom]  # oblivious trees: the leaf value of every slot
+    value = nodes.value
+    tree_group = nodes.tree_group
+    meta, tbound, top_depth, top_off, bot_off, bottom, tree_flags = top_arrays(layout)
     idx, buf = block_buffers(layout.used)
     acc = np.empty((ROW_BLOCK, n_out), dtype=np.float64)
     b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
@@ -324,12 +375,11 @@ def _margin_chunk(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32_
             for g in range(n_out):
                 acc[k, g] = base_margin[g]
         for t in range(tree_lo, tree_hi):
-            if layout.tree_flags[t] & TREE_OBLIVIOUS:
-                oblivious_slots(t, layout, buf, idx)
-                _add_leaves(acc, idx, slot_value, m, nodes.tree_group[t], f32_sum)
-            else:
-                _route_block(X, r0, m, t, layout, nodes, f32_cat, buf, idx)
-                _add_leaves(acc, idx, nodes.value, m, nodes.tree_group[t], f32_sum)
+            if not route_top(m, t, meta, tbound, top_depth, top_off, bot_off, bottom,
+                             tree_flags, buf, idx):  # fmt: skip
+                if general is not None:
+                    route(X, r0, m, t, layout, general, f32_cat, buf, idx)
+            _add_leaves(acc, idx, value, m, tree_group[t], f32_sum)
         for k in range(m):
             for g in range(n_out):
                 out[r0 + k, g] = acc[k, g]
@@ -346,28 +396,26 @@ def predict_margin(X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum, f32
     """
     nb = n_blocks(X.shape[0])
     nch = n_chunks(X.shape[0] * max(tree_hi - tree_lo, 1), nb)
-    run_chunks(_margin_chunk, nch, X, nodes, layout, tree_lo, tree_hi, base_margin, f32_sum,
-               f32_cat, out)  # fmt: skip
+    run_chunks(_margin_chunk, nch, X, nodes, general_nodes(nodes, layout), layout, tree_lo,
+               tree_hi, base_margin, f32_sum, f32_cat, out)  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
-def _leaf_index_chunk(X, nodes, layout, tree_lo, tree_hi, f32, out, ch, nch):
+def _leaf_index_chunk(X, nodes, general, layout, tree_lo, tree_hi, f32, out, ch, nch):
     """Chunk ``ch`` of ``nch`` (row blocks) of ``leaf_index``."""
     leaf_id = nodes.leaf_id
-    slot_id = leaf_id[layout.bottom]  # oblivious trees: the leaf id of every slot
+    meta, tbound, top_depth, top_off, bot_off, bottom, tree_flags = top_arrays(layout)
     idx, buf = block_buffers(layout.used)
     b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
     for b in range(b0, b1):
         r0, m = load_block(X, b, layout.used, buf)
         for t in range(tree_lo, tree_hi):
-            if layout.tree_flags[t] & TREE_OBLIVIOUS:
-                oblivious_slots(t, layout, buf, idx)
-                for k in range(m):
-                    out[r0 + k, t - tree_lo] = slot_id[idx[k]]
-            else:
-                _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
-                for k in range(m):
-                    out[r0 + k, t - tree_lo] = leaf_id[idx[k]]
+            if not route_top(m, t, meta, tbound, top_depth, top_off, bot_off, bottom,
+                             tree_flags, buf, idx):  # fmt: skip
+                if general is not None:
+                    route(X, r0, m, t, layout, general, f32, buf, idx)
+            for k in range(m):
+                out[r0 + k, t - tree_lo] = leaf_id[idx[k]]
 
 
 def leaf_index(X, nodes, layout, tree_lo, tree_hi, f32, out):
@@ -375,7 +423,8 @@ def leaf_index(X, nodes, layout, tree_lo, tree_hi, f32, out):
     (spread over threads like ``predict_margin``)."""
     nb = n_blocks(X.shape[0])
     nch = n_chunks(X.shape[0] * max(tree_hi - tree_lo, 1), nb)
-    run_chunks(_leaf_index_chunk, nch, X, nodes, layout, tree_lo, tree_hi, f32, out)
+    run_chunks(_leaf_index_chunk, nch, X, nodes, general_nodes(nodes, layout), layout, tree_lo,
+               tree_hi, f32, out)  # fmt: skip
 
 
 @njit(cache=True)

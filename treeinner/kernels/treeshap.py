@@ -44,8 +44,19 @@ import numpy as np
 from numba import njit
 
 from ._threads import n_chunks, run_chunks
-from .attribution import _block_buffers, _copy_rows, _round_gradients, _route, _start_block
-from .routing import ROW_BLOCK, _add_leaves, _fill_buffer, _goes_left, chunk_range, oblivious_slots
+from .attribution import _block_buffers, _copy_rows, _round_gradients, _start_block
+from .routing import (
+    ROW_BLOCK,
+    _add_leaves,
+    _fill_buffer,
+    _goes_left,
+    chunk_range,
+    general_nodes,
+    oblivious_slots,
+    route,
+    route_top,
+    top_arrays,
+)
 
 
 @njit(cache=True, inline="always")
@@ -510,7 +521,8 @@ def _shap_chunk(X, nodes, layout, lay, tabs, simple, tree_nq, tree_lo, tree_hi, 
 def _table_leaves(t, layout, buf, idx):
     """The leaves the rows of the routing buffer reach in the oblivious tree t (one with a
     leaf table: ``TREE_OBLIVIOUS``), into ``idx``."""
-    oblivious_slots(t, layout, buf, idx)
+    oblivious_slots(t, layout.meta, layout.tbound, layout.top_depth, layout.top_off,
+                    layout.bot_off, buf, idx)  # fmt: skip
     bottom = layout.bottom
     for k in range(ROW_BLOCK):
         idx[k] = bottom[idx[k]]
@@ -616,15 +628,17 @@ def _gradients(code, prm, y, r0, m, F, g, h):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _inner_chunk(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes, lr,
-                 otab, forest, acc, pcredit, s1, s2, s2t, swu, ch, nch):  # fmt: skip
+def _inner_chunk(X, y, w, nodes, general, layout, stages, lay, tabs, simple, tree_nq, max_nodes,
+                 lr, otab, forest, acc, pcredit, s1, s2, s2t, swu, ch, nch):  # fmt: skip
     """Chunk ``ch`` of ``nch`` (row blocks) of ``shap_inner`` (``s1`` empty: the rows' terms
     go to ``acc[ch]``) or of ``shap_inner_moments`` (the terms go to a (ROW_BLOCK, n_players,
     n_outputs) buffer of zeros, one slot per row of a block, folded into ``s1[ch]``,
     ``s2[ch]``, ``s2t[ch]``, ``swu[ch]`` by ``_fold_rows`` at the end of every block;
-    ``acc`` has no rows and gives the buffer's shape)."""
+    ``acc`` has no rows and gives the buffer's shape). Routed as ``kernels.routing`` describes
+    (``general``: see ``general_nodes``)."""
     iter_ptr, base_margin, code, prm, f32, f32_sum = stages
     tree_group = nodes.tree_group
+    meta, tbound, top_depth, top_off, bot_off, bottom, tree_flags = top_arrays(layout)
     K = base_margin.shape[0]
     moments = s1.shape[0] > 0
     if moments:
@@ -649,7 +663,10 @@ def _inner_chunk(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max
                     for c in range(K):
                         gsum[k, c] -= w[r0 + k] * g[k, c]
             for t in range(iter_ptr[it], iter_ptr[it + 1]):
-                _route(X, r0, m, t, layout, nodes, f32, buf, idx)
+                if not route_top(m, t, meta, tbound, top_depth, top_off, bot_off, bottom,
+                                 tree_flags, buf, idx):  # fmt: skip
+                    if general is not None:
+                        route(X, r0, m, t, layout, general, f32, buf, idx)
                 c = tree_group[t]
                 _add_leaves(delta, idx, nodes.value, m, c, f32_sum)
                 if forest:
@@ -713,9 +730,9 @@ def shap_inner(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_n
     tables) are those of ``tree_shap``.
     """
     none3 = np.zeros((0, 0, 0))
-    run_chunks(_inner_chunk, acc.shape[0], X, y, w, nodes, layout, stages, lay, tabs, simple,
-               tree_nq, max_nodes, lr, otab, forest, acc, np.zeros((0, 0)), none3, none3,
-               np.zeros((0, 0)), none3)  # fmt: skip
+    run_chunks(_inner_chunk, acc.shape[0], X, y, w, nodes, general_nodes(nodes, layout), layout,
+               stages, lay, tabs, simple, tree_nq, max_nodes, lr, otab, forest, acc,
+               np.zeros((0, 0)), none3, none3, np.zeros((0, 0)), none3)  # fmt: skip
 
 
 def shap_inner_moments(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_nq, max_nodes,
@@ -735,8 +752,9 @@ def shap_inner_moments(X, y, w, nodes, layout, stages, lay, tabs, simple, tree_n
     """
     n_players = pcredit.shape[0] if pcredit.shape[0] > 0 else s1.shape[1]
     shape = np.zeros((0, n_players, s1.shape[2]))
-    run_chunks(_inner_chunk, s1.shape[0], X, y, w, nodes, layout, stages, lay, tabs, simple,
-               tree_nq, max_nodes, lr, otab, forest, shape, pcredit, s1, s2, s2t, swu)  # fmt: skip
+    run_chunks(_inner_chunk, s1.shape[0], X, y, w, nodes, general_nodes(nodes, layout), layout,
+               stages, lay, tabs, simple, tree_nq, max_nodes, lr, otab, forest, shape, pcredit,
+               s1, s2, s2t, swu)  # fmt: skip
 
 
 def inner_chunks(n_rows, n_trees):

@@ -13,10 +13,9 @@ depend on the thread count or on the order the trees are processed in. ``draw_po
 gives the same draws to Python, for reference implementations.
 
 Each public kernel is a Python function spreading a ``nogil`` chunk kernel over threads
-(``kernels._threads``). The common staged kernel (one output, one tree per round) inlines the
-router (measured: calling ``kernels.attribution._route``, the router compiled once and shared,
-cost it about 5% of its time on one thread); the general one calls ``_route``, so that it
-compiles no router of its own.
+(``kernels._threads``). The common staged kernel (one output, one tree per round) routes with
+``routing.route_top`` and, for trees that need it, ``routing.route`` (see ``kernels.routing``);
+the general one calls ``route`` only.
 Where the time goes (100k rows, 500 trees of depth 6, logistic, one thread): the staged pass
 about 2.5 predictions (routing, the objective's exp, the stores, and the routing buffer filled
 again for every chunk of rounds), the draws about 1.7 (3.4 random swaps and 6.5 summed pairs
@@ -29,9 +28,18 @@ import numpy as np
 from numba import njit
 
 from ._threads import n_chunks, run_chunks
-from .attribution import _route
 from .gradients import grad_hess, grad_hess_row
-from .routing import ROW_BLOCK, _route_block, block_buffers, chunk_range, load_block, n_blocks
+from .routing import (
+    ROW_BLOCK,
+    block_buffers,
+    chunk_range,
+    general_nodes,
+    load_block,
+    n_blocks,
+    route,
+    route_top,
+    top_arrays,
+)
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -150,7 +158,7 @@ def _staged_leaves_chunk(X, y, w, nodes, layout, stages, it0, it1, F, gw, hw, le
                     hw[r, c, row] = w[row] * h[c]
             # the round's trees all see the margins of the round's start
             for t in range(iter_ptr[it], iter_ptr[it + 1]):
-                _route(X, r0, m, t, layout, nodes, f32, buf, idx)
+                route(X, r0, m, t, layout, nodes, f32, buf, idx)
                 for k in range(m):
                     leaves[t - t_base, r0 + k] = np.int32(idx[k])
             for t in range(iter_ptr[it], iter_ptr[it + 1]):
@@ -182,10 +190,12 @@ def staged_leaves(X, y, w, nodes, layout, stages, it0, it1, F, gw, hw, leaves):
 
 
 @njit(cache=True, nogil=True)
-def _staged_single_chunk(X, y, w, nodes, layout, stages, it0, it1, F, gw, hw, leaves, ch, nch):
+def _staged_single_chunk(X, y, w, nodes, general, layout, stages, it0, it1, F, gw, hw, leaves, ch,
+                         nch):  # fmt: skip
     """Chunk ``ch`` of ``nch`` (row blocks) of ``staged_leaves_single``."""
     _, _, code, prm, f32, f32_sum = stages
     value = nodes.value
+    meta, tbound, top_depth, top_off, bot_off, bottom, tree_flags = top_arrays(layout)
     idx, buf = block_buffers(layout.used)
     Fb = np.empty(ROW_BLOCK)
     b0, b1 = chunk_range(ch, nch, n_blocks(X.shape[0]))
@@ -203,7 +213,10 @@ def _staged_single_chunk(X, y, w, nodes, layout, stages, it0, it1, F, gw, hw, le
                 gk, hk = grad_hess(code, prm, y[row], Fb[k])
                 gr[row] = w[row] * gk
                 hr[row] = w[row] * hk
-            _route_block(X, r0, m, t, layout, nodes, f32, buf, idx)
+            if not route_top(m, t, meta, tbound, top_depth, top_off, bot_off, bottom,
+                             tree_flags, buf, idx):  # fmt: skip
+                if general is not None:
+                    route(X, r0, m, t, layout, general, f32, buf, idx)
             if f32_sum:
                 for k in range(m):
                     leaf = np.int64(idx[k])
@@ -223,8 +236,8 @@ def staged_leaves_single(X, y, w, nodes, layout, stages, it0, it1, F, gw, hw, le
     gradient, leaf and margin update in one loop over each block's rows."""
     nb = n_blocks(X.shape[0])
     nch = n_chunks(X.shape[0] * max(1, it1 - it0), nb)
-    run_chunks(_staged_single_chunk, nch, X, y, w, nodes, layout, stages, it0, it1, F, gw, hw,
-               leaves)  # fmt: skip
+    run_chunks(_staged_single_chunk, nch, X, y, w, nodes, general_nodes(nodes, layout), layout,
+               stages, it0, it1, F, gw, hw, leaves)  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
