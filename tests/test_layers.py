@@ -24,7 +24,7 @@ PACKAGE = ROOT / "treeinner"
 LOWER_LAYERS = [
     "adapters",
     "ensemble",
-    "objectives | _input | _thresholds",
+    "objectives | _input | _thresholds | _dask",
     "kernels",
     "_format | _calls | _errors",
 ]

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from . import _calls, _format
+from ._dask import is_dask
 from ._errors import InputError, InputTypeError
 from .ensemble import TreeEnsemble
 
@@ -183,7 +184,10 @@ def check_alpha(alpha: Any, upper: float = 1.0) -> float:
 
 def check_rows(X: Any, name: str = "X") -> int:
     """The number of rows of ``X``; an InputError when it has none (a score over no rows
-    would be 0 for every feature, which no data supports)."""
+    would be 0 for every feature, which no data supports). -1 for a Dask collection, whose
+    partitions are checked where they are computed."""
+    if is_dask(X):  # its row count is known only after a pass; the pass checks it
+        return -1
     n = n_rows(X, name)
     if n == 0:
         raise InputError(f"{name} has no rows; scores need at least one.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -9,6 +11,7 @@ import pandas as pd
 
 from . import _api
 from ._api import public
+from ._dask import is_dask, map_add
 from ._errors import InputError
 from ._splits import split_columns
 from ._staged import _edge_pass, _staged, edge_moments, split_sums
@@ -36,6 +39,30 @@ def inner_values(ens: TreeEnsemble, attribution: str, reference: Any) -> np.ndar
     return node_values(ens, attribution=attribution, reference=reference)
 
 
+def _by_partition(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A row-additive ``fn(ens, X, y, values, sample_weight)`` that, given a Dask collection
+    X, is applied to its partitions and the results added (``_dask.map_add``)."""
+
+    @functools.wraps(fn)
+    def wrapper(
+        ens: TreeEnsemble, X: Any, y: Any, values: np.ndarray | None, sample_weight: Any = None
+    ) -> Any:
+        if is_dask(X):
+            out = map_add(_apply, (wrapper, ens, values), X, y, sample_weight)
+            if out is None:
+                raise InputError("X has no rows; scores need at least one.")
+            return out
+        return fn(ens, X, y, values, sample_weight)
+
+    return wrapper
+
+
+def _apply(shared: tuple, X: Any, y: Any, sample_weight: Any) -> Any:
+    fn, ens, values = shared
+    return fn(ens, X, y, values, sample_weight)
+
+
+@_by_partition
 def tree_inner_sums(
     ens: TreeEnsemble, X: Any, y: Any, values: np.ndarray | None, sample_weight: Any = None
 ) -> np.ndarray:
@@ -68,6 +95,7 @@ def _split_credit(
     return ens._to_output(out)
 
 
+@_by_partition
 def forest_inner_sums(
     ens: TreeEnsemble, X: Any, y: Any, values: np.ndarray | None, sample_weight: Any = None
 ) -> np.ndarray:
@@ -95,6 +123,7 @@ def _edge_dg(ens: TreeEnsemble, values: np.ndarray, scale: np.ndarray) -> np.nda
     return dg
 
 
+@_by_partition
 def tree_inner_moments(
     ens: TreeEnsemble, X: Any, y: Any, values: np.ndarray | None, sample_weight: Any = None
 ) -> Moments:
@@ -117,6 +146,7 @@ def tree_inner_moments(
     return edge_moments(ens, X, y, sample_weight, dg, np.zeros(ens.n_nodes))
 
 
+@_by_partition
 def forest_inner_moments(
     ens: TreeEnsemble, X: Any, y: Any, values: np.ndarray | None, sample_weight: Any = None
 ) -> Moments:

@@ -10,7 +10,7 @@ n_outputs) (or one column where the method has no per-output breakdown), and its
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from . import _api, _stats
+from ._dask import is_dask, map_add
 from ._errors import InputError
 from ._gain import permutation_scores, total_gain_scores
 from ._inner import (
@@ -156,8 +157,32 @@ class Method:
 
     def score(self, ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
         """The finished scores on all rows of X: (n_output_features, n_outputs) (or one
-        column)."""
-        return self.finish(self.compute(ens, X, y, opts), total_weight(X, opts.sample_weight))
+        column). X may be a Dask collection where the method is row-additive or uses no
+        data."""
+        if self.uses_data and is_dask(X):
+            sums, weight = self._by_partition(_partition_score, ens, X, y, opts)
+            return self.finish(sums, weight if weight > 0 else 1.0)
+        sums = self.compute(ens, X, y, opts)
+        return self.finish(sums, total_weight(X, opts.sample_weight) if self.mean else 1.0)
+
+    def _by_partition(
+        self, fn: Callable[..., Any], ens: TreeEnsemble, X: Any, y: Any, opts: Options
+    ) -> Any:
+        """``fn`` of this method on every partition of the Dask collection X, added up
+        (``_dask.map_add``); the node values the method needs are computed once, here."""
+        if not self.row_additive:
+            raise InputError(
+                f"{self.name} is not a sum over rows and does not take Dask input yet; "
+                "compute it on an in-memory sample of the rows."
+            )
+        values = None
+        if self.attribution in ("predecomp", "saabas"):
+            values = opts.node_values(ens, self.attribution)
+        base = replace(opts, sample_weight=None, _cache={})
+        out = map_add(fn, (self.name, ens, base, values), X, y, opts.sample_weight)
+        if out is None:
+            raise InputError("X has no rows; scores need at least one.")
+        return out
 
     def finish(self, sums: np.ndarray, weight: float) -> np.ndarray:
         """Scores from row-additive ``compute`` sums over rows of total weight ``weight``."""
@@ -173,8 +198,34 @@ class Method:
         if self.estimator is not None:
             return self.estimator(ens, X, y, opts)
         if self.moments is not None:
+            if is_dask(X):
+                return self._by_partition(_partition_moments, ens, X, y, opts).estimate(self.mean)
             return self.moments(ens, X, y, opts).estimate(self.mean)
         return None
+
+
+def _partition_opts(shared: tuple, X: Any, sample_weight: Any) -> tuple:
+    """The method, ensemble and Options of one partition of a ``Method._by_partition`` pass,
+    with the node values computed before it."""
+    name, ens, base, values = shared
+    method = get(name)
+    opts = replace(base, sample_weight=sample_weight, _cache={})
+    if values is not None:
+        opts.once(("values", id(ens), method.attribution), (ens,), lambda: values)
+    return method, ens, opts
+
+
+def _partition_score(shared: tuple, X: Any, y: Any, sample_weight: Any) -> tuple:
+    """A row-additive method's sums on one partition, and the partition's total weight."""
+    method, ens, opts = _partition_opts(shared, X, sample_weight)
+    n = _api.n_rows(X)
+    weight = float(n) if sample_weight is None else float(np.sum(_weights(sample_weight, n)))
+    return method.compute(ens, X, y, opts), weight
+
+
+def _partition_moments(shared: tuple, X: Any, y: Any, sample_weight: Any) -> Moments:
+    method, ens, opts = _partition_opts(shared, X, sample_weight)
+    return method.moments(ens, X, y, opts)
 
 
 def significance_table(

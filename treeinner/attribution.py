@@ -11,6 +11,7 @@ import pandas as pd
 
 from . import _api, _calls, _input, _stats
 from ._api import public
+from ._dask import is_dask, map_rows
 from ._errors import InputError, InputTypeError
 from ._staged import _staged, _weights
 from .adapters import from_model
@@ -132,7 +133,9 @@ class Attribution:
     Attributes
     ----------
     values : ndarray of shape (n_samples, n_features) or (n_samples, n_features, n_outputs)
-        Contribution of each feature to each row's margin.
+        Contribution of each feature to each row's margin. For Dask input, a lazy Dask
+        array with one chunk of rows per partition of the input (``.compute()`` it, or
+        reduce it first: ``abs(values).mean(axis=0)``).
     bias : ndarray of shape (n_outputs,)
         The part of the margin no feature explains (base margin plus the trees' root values),
         so that ``values.sum(axis=1) + bias`` is the margin of the trees used.
@@ -158,6 +161,7 @@ class Attribution:
         Returns
         -------
         pandas.DataFrame
+            A lazy Dask DataFrame when the values are a Dask array (Dask input).
         """
         v = self.values
         if v.ndim == 3:
@@ -168,6 +172,10 @@ class Attribution:
             v = v[:, :, _output_index(output, v.shape[2])]
         elif output is not None:
             _output_index(output, 1)
+        if is_dask(v):
+            import dask.dataframe as dd
+
+            return dd.from_dask_array(v, columns=list(self.feature_names))
         return pd.DataFrame(v, columns=list(self.feature_names), index=self.index)
 
     @public
@@ -463,8 +471,16 @@ def node_values(model: Any, *, attribution: str = "predecomp", reference: Any = 
 def path_attribution(
     ens: TreeEnsemble, X: Any, p: np.ndarray, iteration_range: Any = None
 ) -> Attribution:
-    """The path attribution of node values ``p`` (PreDecomp's or Saabas')."""
+    """The path attribution of node values ``p`` (PreDecomp's or Saabas'); for a Dask
+    collection X, with lazy values (a Dask array, one chunk per partition)."""
     lo, hi = _tree_range(ens, iteration_range)
+    if is_dask(X):
+        n_out = len(ens.output_names)
+        tail = (n_out,) if ens.n_outputs == 1 else (n_out, ens.n_outputs)
+        values = map_rows(_path_rows, (ens, p, iteration_range), X, tail)
+        return Attribution(
+            values=values, bias=_path_bias(ens, p, lo, hi), feature_names=ens.output_names
+        )
     n, blocks = ens._blocks(X)
     out = np.zeros((n, ens.n_features, ens.n_outputs))
     parent = K.parents(ens.left, ens.right)
@@ -480,13 +496,24 @@ def path_attribution(
             ens._float32_input,
             out[start : start + block.shape[0]],
         )
-    bias = ens.base_margin.copy()
-    roots = ens.tree_offsets[lo:hi]
-    np.add.at(bias, ens.tree_group[lo:hi], p[roots])
     out = ens._to_output(out, axis=1)
     values = out[:, :, 0] if ens.n_outputs == 1 else out
     index = X.index if isinstance(X, pd.DataFrame) else None
+    bias = _path_bias(ens, p, lo, hi)
     return Attribution(values=values, bias=bias, feature_names=ens.output_names, index=index)
+
+
+def _path_bias(ens: TreeEnsemble, p: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """The margin no feature explains: the base margin plus the root values of trees lo:hi."""
+    bias = ens.base_margin.copy()
+    np.add.at(bias, ens.tree_group[lo:hi], p[ens.tree_offsets[lo:hi]])
+    return bias
+
+
+def _path_rows(shared: tuple, X: Any) -> np.ndarray:
+    """``path_attribution``'s values on one partition of a Dask collection."""
+    ens, p, iteration_range = shared
+    return path_attribution(ens, X, p, iteration_range).values
 
 
 @public

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from . import _input
+from ._dask import is_dask, map_rows
 from ._errors import InputError, ModelFormatError, UnsupportedModelError
 from ._format import (
     DECISION_RULES,
@@ -936,8 +937,12 @@ class TreeEnsemble:
         Returns
         -------
         ndarray of shape (n_samples,) or (n_samples, n_outputs)
+            A lazy Dask array for a Dask array or DataFrame X, one chunk per partition.
         """
         lo, hi = self._tree_range(iteration_range)
+        if is_dask(X):
+            tail = () if self.n_outputs == 1 else (self.n_outputs,)
+            return map_rows(_margin_rows, (self, iteration_range), X, tail)
         n, blocks = self._blocks(X)
         out = np.empty((n, self.n_outputs), dtype=np.float64)
         for start, block in blocks:
@@ -995,8 +1000,11 @@ class TreeEnsemble:
         Returns
         -------
         ndarray of int32, shape (n_samples, n_trees)
+            A lazy Dask array for a Dask array or DataFrame X, one chunk per partition.
         """
         lo, hi = self._tree_range(iteration_range)
+        if is_dask(X):
+            return map_rows(_leaf_rows, (self, iteration_range), X, (hi - lo,), np.int32)
         n, blocks = self._blocks(X)
         out = np.empty((n, hi - lo), dtype=np.int32)
         for start, block in blocks:
@@ -1327,3 +1335,15 @@ def _json_scalar(v: Any) -> Any:
     if isinstance(v, tuple):
         return list(v)
     raise InputError(f"Cannot store {type(v).__name__} in a TreeEnsemble file.")
+
+
+def _margin_rows(shared: tuple, X: Any) -> np.ndarray:
+    """``predict_margin`` on one partition of a Dask collection."""
+    ens, iteration_range = shared
+    return ens.predict_margin(X, iteration_range=iteration_range)
+
+
+def _leaf_rows(shared: tuple, X: Any) -> np.ndarray:
+    """``leaf_index`` on one partition of a Dask collection."""
+    ens, iteration_range = shared
+    return ens.leaf_index(X, iteration_range=iteration_range)

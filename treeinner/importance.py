@@ -10,6 +10,7 @@ import pandas as pd
 
 from . import _api
 from ._api import public
+from ._dask import is_dask
 from ._errors import InputError
 from ._methods import DEFAULT_METHODS, REGISTRY, Method, Options, get, resolve
 from ._staged import _weights
@@ -26,6 +27,24 @@ def _check_bootstrap(n_bootstrap: Any) -> int:
             f"n_bootstrap must be 0 (no standard errors) or at least 2, got {n_bootstrap}."
         )
     return n_bootstrap
+
+
+def _check_dask(methods: Sequence[Method], n_bootstrap: int) -> None:
+    """An InputError for what ``importance`` does not compute on Dask input yet."""
+    other = [m.name for m in methods if m.uses_data and not m.row_additive]
+    if other:
+        row_additive = [m.name for m in methods if m.row_additive or not m.uses_data]
+        raise InputError(
+            f"{', '.join(other)} {'is' if len(other) == 1 else 'are'} not a sum over rows and "
+            "not computed on Dask input yet; pass methods= without "
+            f"{'it' if len(other) == 1 else 'them'} (here: {row_additive}), or compute "
+            f"{'it' if len(other) == 1 else 'them'} on an in-memory sample of the rows."
+        )
+    if n_bootstrap:
+        raise InputError(
+            "n_bootstrap resamples rows in memory; with Dask input use se=True (one-pass "
+            "standard errors)."
+        )
 
 
 def _totals(scores: np.ndarray) -> np.ndarray:
@@ -203,6 +222,8 @@ def importance(
         raise InputError(
             f"y is None, but {[m.name for m in chosen if m.needs_y]} need the labels of X."
         )
+    if is_dask(X):
+        _check_dask(chosen, n_bootstrap)
     ens = from_model(model)
     opts = Options(
         sample_weight=sample_weight,

@@ -11,6 +11,7 @@ import pandas as pd
 
 from . import _api
 from ._api import public
+from ._dask import is_dask, map_rows
 from ._errors import InputError, UnsupportedModelError
 from ._format import MISSING_NAN, NUMERIC
 from ._staged import _inputs, stages
@@ -368,6 +369,13 @@ def tree_shap(
     _api.check_choice("node_weight", node_weight, _api.NODE_WEIGHTS)
     ens = from_model(model)
     lo, hi = _tree_range(ens, iteration_range)
+    if is_dask(X):  # lazy values, one chunk per partition
+        su = _setup(ens, node_weight, lo, hi, 0)
+        n_out = len(ens.output_names)
+        tail = (n_out,) if ens.n_outputs == 1 else (n_out, ens.n_outputs)
+        values = map_rows(_shap_rows, (ens, iteration_range, node_weight), X, tail)
+        bias = _expected_value(su.ens, su.weight, lo, hi)
+        return Attribution(values=values, bias=bias, feature_names=ens.output_names)
     n, blocks = ens._blocks(X)
     su = _setup(ens, node_weight, lo, hi, n)
     out = np.zeros((n, su.n_players, ens.n_outputs), dtype=np.float64)
@@ -384,6 +392,12 @@ def tree_shap(
     index = X.index if isinstance(X, pd.DataFrame) else None
     bias = _expected_value(su.ens, su.weight, lo, hi)
     return Attribution(values=values, bias=bias, feature_names=ens.output_names, index=index)
+
+
+def _shap_rows(shared: tuple, X: Any) -> np.ndarray:
+    """``tree_shap``'s values on one partition of a Dask collection."""
+    ens, iteration_range, node_weight = shared
+    return tree_shap(ens, X, iteration_range=iteration_range, node_weight=node_weight).values
 
 
 def _simple(used: np.ndarray, simple: np.ndarray) -> np.ndarray | None:

@@ -94,13 +94,26 @@ def _bad(msg: str) -> ValueError:
 
 # ---------------------------------------------------------------------- the adapter interface
 def matches(obj: Any) -> bool:
-    """Whether ``obj`` comes from the xgboost package (a Booster or a scikit-learn wrapper)."""
-    return library_of(obj) == "xgboost"
+    """Whether ``obj`` comes from the xgboost package (a Booster or a scikit-learn wrapper,
+    the ``xgboost.dask`` ones included) or is what ``xgboost.dask.train`` returns."""
+    return library_of(obj) == "xgboost" or _dask_train_output(obj)
+
+
+def _dask_train_output(obj: Any) -> bool:
+    """Whether ``obj`` is ``xgboost.dask.train``'s result: ``{"booster": Booster, "history":
+    ...}``."""
+    return (
+        isinstance(obj, dict)
+        and set(obj) <= {"booster", "history"}
+        and library_of(obj.get("booster")) == "xgboost"
+    )
 
 
 def export(obj: Any) -> Export:
     """Serialize an ``xgboost.Booster`` or fitted scikit-learn wrapper: ``save_raw("ubj")``, and
     ``save_config()`` (eta, lambda and the options that make node values inexact) as ``extra``."""
+    if _dask_train_output(obj):
+        obj = obj["booster"]
     if not (hasattr(obj, "save_raw") or hasattr(obj, "get_booster")):
         raise InputTypeError(f"{type(obj).__name__} is not an XGBoost booster or model.")
     booster = obj

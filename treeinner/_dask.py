@@ -1,0 +1,210 @@
+"""Dask collections as evaluation rows: a map over partitions and a tree reduction.
+
+Every row-additive quantity treeinner computes (TreeInner, ForestInner, mean |attribution|,
+their moments for standard errors) is a sum over rows, so on a Dask array or DataFrame it is
+the same function applied to each partition and the partial sums added up. ``map_add`` does
+that: the per-partition function runs where the partition lives, empty partitions contribute
+nothing, and the small partial results (per-feature or per-node arrays, ``_stats.Moments``)
+are added pairwise in a tree. The ensemble (and anything else every task needs) is put into
+the graph once: with a ``distributed`` client it is scattered to the workers once; with the
+local schedulers it is one key of the graph that every task reads.
+
+``dask`` is imported only when a Dask collection is passed (``is_dask`` looks at the type's
+module), so the core never depends on it.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._errors import InputError, InputTypeError
+
+__all__ = ["is_dask", "map_add", "map_rows", "partitions"]
+
+
+def is_dask(obj: Any) -> bool:
+    """Whether ``obj`` is a Dask collection (array, DataFrame or Series), without importing
+    Dask."""
+    return type(obj).__module__.partition(".")[0] in ("dask", "dask_expr")
+
+
+def _is_frame(obj: Any) -> bool:
+    return hasattr(obj, "npartitions") and hasattr(obj, "map_partitions")
+
+
+def _whole_rows(X: Any) -> Any:
+    """A Dask array with all its columns in every chunk (rechunked only where needed; the
+    row chunks are kept, empty ones included), or a DataFrame as it is."""
+    if _is_frame(X):
+        return X
+    if X.ndim not in (1, 2):
+        raise InputError(f"X must be 2-D; got a Dask array with {X.ndim} dimensions.")
+    if X.ndim == 2 and X.numblocks[1] != 1:
+        X = X.rechunk((X.chunks[0], (X.shape[1],)))
+    return X
+
+
+def _row_chunks(X: Any) -> Sequence[float] | None:
+    """The row counts of the partitions of ``X`` where Dask knows them (arrays), else None."""
+    if _is_frame(X):
+        return None
+    chunks = X.chunks[0]
+    return None if any(np.isnan(c) for c in chunks) else chunks
+
+
+def partitions(X: Any) -> list[Any]:
+    """The partitions of a Dask array (all columns in each) or DataFrame, as Delayed objects
+    in row order: one per row chunk of ``X``."""
+    X = _whole_rows(X)
+    if _is_frame(X):
+        return list(X.to_delayed())
+    blocks = X.to_delayed()
+    return list(blocks[:, 0] if X.ndim == 2 else blocks)
+
+
+def _split_like(v: Any, X: Any, parts_X: list[Any], name: str) -> list[Any]:
+    """``v`` (labels or row weights) cut into pieces aligned with the partitions of ``X``:
+    a Dask collection by its own partitions (their count must match; their lengths are
+    checked inside each task), an in-memory array by the partitions' row counts."""
+    if v is None:
+        return [None] * len(parts_X)
+    if is_dask(v):
+        if not _is_frame(v) and not _is_frame(X) and _row_chunks(X) is not None:
+            v = v.rechunk((X.chunks[0],))  # arrays: align the chunks with X's
+        parts = partitions(v)
+        if len(parts) != len(parts_X):
+            raise InputError(
+                f"{name} has {len(parts)} partitions and X {len(parts_X)}; pass {name} "
+                "partitioned as X (for example a column of the same Dask DataFrame, or a Dask "
+                "array with the same row chunks)."
+            )
+        return parts
+    arr = np.asarray(v)
+    counts = _row_chunks(X)
+    if counts is None:
+        import dask
+
+        counts = dask.compute(*[_len(p) for p in parts_X])
+    ends = np.cumsum(counts)
+    if arr.shape[0] != (ends[-1] if len(ends) else 0):
+        raise InputError(f"{name} has {arr.shape[0]} rows but X has {int(ends[-1])}.")
+    starts = ends - np.asarray(counts)
+    return [arr[int(a) : int(b)] for a, b in zip(starts, ends, strict=True)]
+
+
+def _len(part: Any) -> Any:
+    import dask
+
+    return dask.delayed(len, pure=True)(part)
+
+
+def _shared(obj: Any) -> Any:
+    """``obj`` as one piece of data every task reads: scattered to all workers once when a
+    ``distributed`` client is running, else one key of the graph."""
+    import dask
+
+    try:
+        from distributed import default_client
+
+        client = default_client()
+    except (ImportError, ValueError):  # no distributed, or no client running
+        return dask.delayed(obj, pure=True, traverse=False)
+    # in a list: one future for the whole object (a tuple would be scattered item by item)
+    return client.scatter([obj], broadcast=True, hash=False)[0]
+
+
+def _check_pieces(n: int, pieces: tuple[Any, ...], names: tuple[str, ...]) -> None:
+    for piece, name in zip(pieces, names):
+        if piece is not None and len(piece) != n:
+            raise InputError(
+                f"{name} has {len(piece)} rows in a partition where X has {n}; pass {name} "
+                "partitioned as X."
+            )
+
+
+def _task(fn: Callable[..., Any], shared: Any, part: Any, *pieces: Any) -> Any:
+    """``fn(shared, part, *pieces)`` on one partition; None (nothing to add) for an empty one."""
+    n = len(part)
+    _check_pieces(n, pieces, ("y", "sample_weight")[: len(pieces)])
+    if n == 0:
+        return None
+    return fn(shared, part, *pieces)
+
+
+def _add(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, tuple):
+        return tuple(map(operator.add, a, b))
+    return a + b
+
+
+def map_add(
+    fn: Callable[..., Any], shared: Any, X: Any, y: Any = None, sample_weight: Any = None
+) -> Any:
+    """``fn(shared, X_part, y_part, w_part)`` summed over the partitions of the Dask
+    collection ``X`` (``y`` and ``sample_weight`` cut alike; either may be None).
+
+    ``fn`` returns something that adds with ``+`` (arrays, ``Moments``) or a tuple of such;
+    ``shared`` is shipped to the workers once. Returns None when X has no rows.
+    """
+    import dask
+
+    if not is_dask(X):
+        raise InputTypeError(f"map_add takes a Dask collection, got {type(X).__name__}.")
+    X = _whole_rows(X)
+    parts = partitions(X)
+    ys = _split_like(y, X, parts, "y")
+    ws = _split_like(sample_weight, X, parts, "sample_weight")
+    data = _shared(shared)
+    task = dask.delayed(_task, pure=True)
+    level = [task(fn, data, p, yp, wp) for p, yp, wp in zip(parts, ys, ws, strict=True)]
+    add = dask.delayed(_add, pure=True)
+    while len(level) > 1:  # pairwise: the partial sums meet in a tree, not on one worker
+        nxt = [add(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    if not level:
+        return None
+    (result,) = dask.compute(level[0])
+    return result
+
+
+def _rows_task(
+    fn: Callable[..., Any], shared: Any, part: Any, tail: tuple, dtype: Any
+) -> np.ndarray:
+    """``fn(shared, part)`` on one partition; an empty (0, *tail) array for an empty one."""
+    if len(part) == 0:
+        return np.zeros((0, *tail), dtype=dtype)
+    return fn(shared, part)
+
+
+def map_rows(
+    fn: Callable[..., Any], shared: Any, X: Any, tail: tuple, dtype: Any = np.float64
+) -> Any:
+    """A lazy Dask array of ``fn(shared, X_part)`` (arrays of shape (rows, *tail))
+    over the partitions of the Dask collection ``X``, in row order: one chunk per non-empty
+    partition (row counts as X's, unknown (NaN) for a DataFrame until computed), ``shared``
+    shipped to the workers once."""
+    import dask
+    import dask.array as da
+
+    X = _whole_rows(X)
+    parts = partitions(X)
+    counts = _row_chunks(X) or [np.nan] * len(parts)
+    data = _shared(shared)
+    task = dask.delayed(_rows_task, pure=True)
+    pieces = [
+        da.from_delayed(task(fn, data, p, tail, dtype), shape=(n, *tail), dtype=dtype)
+        for p, n in zip(parts, counts, strict=True)
+    ]
+    if not pieces:
+        return da.zeros((0, *tail), chunks=((0,), *((t,) for t in tail)), dtype=dtype)
+    return da.concatenate(pieces, axis=0)
