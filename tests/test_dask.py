@@ -189,6 +189,26 @@ def test_importance_equals_in_memory(data, models, client):
             _close(got.to_numpy(), ref.to_numpy())
 
 
+def test_unbiased_gain_exact_mode_equals_in_memory(data, models, client):
+    """Squared error: the exact expectation over draws, from per-node sums added over the
+    partitions; its per-split table and standard errors too."""
+    *_, Xv, yv, _, _ = data
+    for name, model, target in models:
+        if target != "y":
+            continue
+        for _kind, dX, dy in _collections(Xv, yv):
+            _close(treeinner.unbiased_gain(model, dX, dy), treeinner.unbiased_gain(model, Xv, yv))
+            if name in ("xgboost", "lightgbm"):
+                got = treeinner.unbiased_gain(model, dX, dy, per_split=True)
+                ref = treeinner.unbiased_gain(model, Xv, yv, per_split=True)
+                numbers = ["unbiased_gain", "se", "p_value", "k", "n_node", "n_left", "n_right"]
+                _close(got[numbers].to_numpy(), ref[numbers].to_numpy())
+                methods = ["unbiased_gain", "tree_inner"]
+                got = treeinner.importance(model, dX, dy, methods=methods, se=True)
+                ref = treeinner.importance(model, Xv, yv, methods=methods, se=True)
+                _close(got.to_numpy(), ref.to_numpy())
+
+
 def test_per_row_values_are_lazy_and_exact(data, models, client):
     Xv = data[3]
     for name, model, _ in models:
@@ -230,8 +250,11 @@ def test_what_dask_input_does_not_do_yet_is_refused(data, models, client):
     *_, Xv, yv, _, _ = data
     model = models[0][1]
     dX = _frame_with_empty(Xv)
-    with pytest.raises(InputError, match="permutation, unbiased_gain are not a sum over rows"):
+    with pytest.raises(InputError, match="permutation is not a sum over rows"):
         treeinner.importance(model, dX, yv)
+    classifier = models[1][1]  # softmax: no constant hessian, so unbiased_gain draws
+    with pytest.raises(InputError, match="only its exact mode"):
+        treeinner.unbiased_gain(classifier, dX, data[5])
     with pytest.raises(InputError, match="n_bootstrap"):
         treeinner.importance(model, dX, yv, methods=["tree_inner"], n_bootstrap=5)
 

@@ -132,6 +132,9 @@ class Method:
     estimator : callable, optional
         ``estimator(ens, X, y, opts)`` -> ``_stats.Estimate``: score and sampling variance of
         a method that is not a plain sum over rows (the unbiased gain).
+    takes_dask : bool
+        Whether ``compute`` and ``estimator`` take a Dask collection X themselves (a method
+        that is not row-additive; row-additive ones are mapped over the partitions).
     family : str
         ``tree_inner``, ``forest_inner``, ``abs``, ``total_gain``, ``permutation`` or
         ``unbiased_gain``.
@@ -152,6 +155,7 @@ class Method:
     resample: Callable[..., np.ndarray] | None = None
     moments: Callable[[TreeEnsemble, Any, Any, Options], Moments] | None = None
     estimator: Callable[[TreeEnsemble, Any, Any, Options], Estimate] | None = None
+    takes_dask: bool = False
     family: str = ""
     attribution: str | None = None
 
@@ -159,7 +163,7 @@ class Method:
         """The finished scores on all rows of X: (n_output_features, n_outputs) (or one
         column). X may be a Dask collection where the method is row-additive or uses no
         data."""
-        if self.uses_data and is_dask(X):
+        if self.uses_data and is_dask(X) and not self.takes_dask:
             sums, weight = self._by_partition(_partition_score, ens, X, y, opts)
             return self.finish(sums, weight if weight > 0 else 1.0)
         sums = self.compute(ens, X, y, opts)
@@ -170,7 +174,7 @@ class Method:
     ) -> Any:
         """``fn`` of this method on every partition of the Dask collection X, added up
         (``_dask.map_add``); the node values the method needs are computed once, here."""
-        if not self.row_additive:
+        if not self.dask_input:
             raise InputError(
                 f"{self.name} is not a sum over rows and does not take Dask input yet; "
                 "compute it on an in-memory sample of the rows."
@@ -187,6 +191,11 @@ class Method:
     def finish(self, sums: np.ndarray, weight: float) -> np.ndarray:
         """Scores from row-additive ``compute`` sums over rows of total weight ``weight``."""
         return sums / weight if self.mean else sums
+
+    @property
+    def dask_input(self) -> bool:
+        """Whether the method computes on a Dask collection X."""
+        return self.row_additive or self.takes_dask or not self.uses_data
 
     @property
     def has_se(self) -> bool:
@@ -447,6 +456,7 @@ _register(
         uses_random_state=True,
         resample=_unbiased_resample,
         estimator=_unbiased_estimate_opts,
+        takes_dask=True,
         family="unbiased_gain",
     )
 )

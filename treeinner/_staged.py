@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ._dask import is_dask, map_add
 from ._errors import InputError, InputTypeError
 from ._stats import Moments
 from .ensemble import TreeEnsemble
@@ -246,5 +247,16 @@ def edge_moments(
     Moments
         ``s1``, ``s2``, ``swu`` (n_output_features, n_outputs), ``s2_total``
         (n_output_features,), ``n``, ``sw``, ``sw2`` of the terms (``treeinner._stats``).
+        For a Dask collection X, added up over its partitions (``_dask.map_add``).
     """
+    if is_dask(X):
+        out = map_add(_edge_moments_part, (ens, dg, dh), X, y, sample_weight)
+        if out is None:
+            raise InputError("X has no rows; scores need at least one.")
+        return out
+    return _edge_pass(ens, X, y, sample_weight, dg, dh, False)
+
+
+def _edge_moments_part(shared: tuple, X: Any, y: Any, sample_weight: Any) -> Moments:
+    ens, dg, dh = shared
     return _edge_pass(ens, X, y, sample_weight, dg, dh, False)

@@ -31,9 +31,9 @@ def _check_bootstrap(n_bootstrap: Any) -> int:
 
 def _check_dask(methods: Sequence[Method], n_bootstrap: int) -> None:
     """An InputError for what ``importance`` does not compute on Dask input yet."""
-    other = [m.name for m in methods if m.uses_data and not m.row_additive]
+    other = [m.name for m in methods if not m.dask_input]
     if other:
-        row_additive = [m.name for m in methods if m.row_additive or not m.uses_data]
+        row_additive = [m.name for m in methods if m.dask_input]
         raise InputError(
             f"{', '.join(other)} {'is' if len(other) == 1 else 'are'} not a sum over rows and "
             "not computed on Dask input yet; pass methods= without "

@@ -13,6 +13,8 @@ from . import _api, _input
 from . import _staged as _staged_pass
 from ._api import per_output as _per_output
 from ._api import public
+from ._dask import is_dask, map_add
+from ._errors import InputError
 from ._splits import split_columns
 from ._staged import _iter_ptr, _staged, _weights, stages
 from ._stats import Estimate, p_values
@@ -61,9 +63,52 @@ def _training_sums(ens: TreeEnsemble, reference: Any) -> tuple[np.ndarray, np.nd
 
 def _exact_sums(ens, X, y, counts=None):
     """Held-out sums of g, h and the row count of every node (inner nodes: over their
-    leaves), unweighted, or with row i counted ``counts[i]`` times."""
+    leaves), unweighted, or with row i counted ``counts[i]`` times. For a Dask collection X
+    (no ``counts``), added up over its partitions."""
+    if is_dask(X):
+        return _no_rows_refused(map_add(_exact_sums_part, ens, X, y))
     G, H, C, _, _ = _staged(ens, X, y, counts)
     return _subtree(ens, G), _subtree(ens, H), _subtree(ens, C)
+
+
+def _exact_sums_part(ens, X, y, sample_weight):
+    return _exact_sums(ens, X, y)
+
+
+def _no_rows_refused(sums: Any) -> Any:
+    if sums is None:
+        raise InputError("X has no rows; scores need at least one.")
+    return sums
+
+
+def _node_moments(ens, X, y, seed):
+    """The held-out per-node sums of ``_held_out_pass`` (``mom``) without draws; for a Dask
+    collection X, added up over its partitions."""
+    if is_dask(X):
+        return _no_rows_refused(map_add(_node_moments_part, (ens, seed), X, y))
+    return _held_out_pass(ens, X, y, None, 1, 1, seed, draws=False, moments=True)[4]
+
+
+def _node_moments_part(shared, X, y, sample_weight):
+    ens, seed = shared
+    return _node_moments(ens, X, y, seed)
+
+
+def _check_dask(ens: TreeEnsemble, X: Any, sample_weight: Any, exact: bool) -> None:
+    """What ``unbiased_gain`` computes on a Dask collection X: its exact mode only."""
+    if is_dask(sample_weight):
+        raise InputError(
+            "unbiased_gain on Dask input takes no Dask sample_weight: its exact mode ignores "
+            "uniform weights, and its draws need all rows in memory."
+        )
+    if not exact:
+        raise InputError(
+            "unbiased_gain draws k rows from all the held-out rows that reach each node, which a "
+            "map over partitions cannot do whatever the partitioning; on Dask input it computes "
+            "only its exact mode (a constant hessian, as squared error, and uniform weights). "
+            f"This model's objective ({get_objective(ens).name}) needs draws: compute it on an "
+            "in-memory sample of the rows."
+        )
 
 
 def _exact_ratios(ens, X, y, inner, counts=None):
@@ -193,15 +238,18 @@ def _compute(
     inner = np.flatnonzero(ens.left >= 0)
     L, R = ens.left[inner], ens.right[inner]
     hg = hh = mom = None
+    dask = is_dask(X)
+    if dask:
+        _check_dask(ens, X, sample_weight, _exact_mode(ens, sample_weight))
     exact = _exact_mode(ens, sample_weight)
     if exact:
-        if sample_weight is not None:  # uniform weights cancel; still check their count
+        if sample_weight is not None and not dask:  # uniform weights cancel; check the count
             _weights(sample_weight, np.shape(y)[0])
         hg, hh, C = _exact_sums(ens, X, y)
         r, count = _ratios_of(ens, hg, hh, inner), np.rint(C).astype(np.int64)
         k = np.minimum(count[L], count[R])
         if need == "moments":
-            mom = _held_out_pass(ens, X, y, None, 1, 1, seed, draws=False, moments=True)[4]
+            mom = _node_moments(ens, X, y, seed)
         w = None
     else:
         rho, kk, count, _, mom = _held_out_pass(
@@ -215,7 +263,8 @@ def _compute(
         w = sample_weight
     ub = G[L] * r[:, 1] + G[R] * r[:, 2] - G[inner] * r[:, 0]
     ub = np.where(k >= min_samples, ub, 0.0)
-    n = int(np.shape(y)[0])
+    # the held-out rows (every row reaches the first tree's root)
+    n = int(count[ens.tree_offsets[0]]) if dask else int(np.shape(y)[0])
     return _Gain(inner, G, H, ub, k, count, exact, w, n, n_draws, min_samples, hg, hh, mom)
 
 
