@@ -279,7 +279,17 @@ def route_top(m, t, meta, tbound, top_depth, top_off, bot_off, bottom, tree_flag
     if flags != 0:
         return False
     d = top_depth[t]
-    o = np.uint64(top_off[t])
+    _numeric_levels(m, d, np.uint64(top_off[t]), meta, tbound, buf, idx)
+    base = np.uint64(bot_off[t] - ((1 << d) - 1))
+    for k in range(m):
+        idx[k] = bottom[base + idx[k]]
+    return True
+
+
+@njit(cache=True, inline="always")
+def _numeric_levels(m, d, o, meta, tbound, buf, idx):
+    """Walk rows k < m of the buffer down ``d`` levels of numeric nodes of the top layout
+    from offset ``o``: ``idx[k]`` the heap slot reached (counted from the root)."""
     for k in range(m):
         idx[k] = 0
     for _ in range(d):
@@ -287,10 +297,6 @@ def route_top(m, t, meta, tbound, top_depth, top_off, bot_off, bottom, tree_flag
             i = o + idx[k]
             gl = buf[np.uint64(meta[i] & _COL_MASK), k] <= tbound[i]
             idx[k] = 2 * idx[k] + 2 - np.uint64(gl)
-    base = np.uint64(bot_off[t] - ((1 << d) - 1))
-    for k in range(m):
-        idx[k] = bottom[base + idx[k]]
-    return True
 
 
 def general_nodes(nodes, layout):
@@ -309,9 +315,9 @@ def route(X, r0, m, t, layout, nodes, f32, buf, idx):
     d = top_depth[t]
     o = np.uint64(top_off[t])
     one = np.uint64(1)
-    for k in range(m):
-        idx[k] = 0
     if tree_flags[t] & TREE_GENERAL:
+        for k in range(m):
+            idx[k] = 0
         for _ in range(d):
             for k in range(m):
                 i = o + idx[k]
@@ -323,11 +329,7 @@ def route(X, r0, m, t, layout, nodes, f32, buf, idx):
                     gl = buf[np.uint64(mm & _COL_MASK), k] <= tbound[i]
                 idx[k] = 2 * idx[k] + 2 - (one if gl else np.uint64(0))
     else:  # TREE_DEEP only: numeric nodes in the top layout
-        for _ in range(d):
-            for k in range(m):
-                i = o + idx[k]
-                gl = buf[np.uint64(meta[i] & _COL_MASK), k] <= tbound[i]
-                idx[k] = 2 * idx[k] + 2 - np.uint64(gl)
+        _numeric_levels(m, d, o, meta, tbound, buf, idx)
     base = np.uint64(bot_off[t] - ((1 << d) - 1))
     left = nodes.left
     for k in range(m):
