@@ -174,7 +174,7 @@ class Method:
     ) -> Any:
         """``fn`` of this method on every partition of the Dask collection X, added up
         (``_dask.map_add``); the node values the method needs are computed once, here."""
-        if not self.dask_input:
+        if not self.row_additive:
             raise InputError(
                 f"{self.name} is not a sum over rows and does not take Dask input yet; "
                 "compute it on an in-memory sample of the rows."
@@ -227,9 +227,7 @@ def _partition_opts(shared: tuple, X: Any, sample_weight: Any) -> tuple:
 def _partition_score(shared: tuple, X: Any, y: Any, sample_weight: Any) -> tuple:
     """A row-additive method's sums on one partition, and the partition's total weight."""
     method, ens, opts = _partition_opts(shared, X, sample_weight)
-    n = _api.n_rows(X)
-    weight = float(n) if sample_weight is None else float(np.sum(_weights(sample_weight, n)))
-    return method.compute(ens, X, y, opts), weight
+    return method.compute(ens, X, y, opts), _row_weight(X, sample_weight)
 
 
 def _partition_moments(shared: tuple, X: Any, y: Any, sample_weight: Any) -> Moments:
@@ -254,9 +252,14 @@ def significance_table(
 def total_weight(X: Any, sample_weight: Any) -> float:
     """Total weight of the rows of X: the sum of ``sample_weight``, or the row count; 1 for no
     rows (a mean over nothing is 0)."""
-    n = _api.n_rows(X)
-    w = float(n) if sample_weight is None else float(np.sum(_weights(sample_weight, n)))
+    w = _row_weight(X, sample_weight)
     return w if w > 0 else 1.0
+
+
+def _row_weight(X: Any, sample_weight: Any) -> float:
+    """The sum of ``sample_weight`` over the rows of X, or their count."""
+    n = _api.n_rows(X)
+    return float(n) if sample_weight is None else float(np.sum(_weights(sample_weight, n)))
 
 
 def _per_output_array(result: Any) -> np.ndarray:
