@@ -129,7 +129,7 @@ def _check_pieces(n: int, pieces: tuple[Any, ...], names: tuple[str, ...]) -> No
 def _task(fn: Callable[..., Any], shared: Any, part: Any, *pieces: Any) -> Any:
     """``fn(shared, part, *pieces)`` on one partition; None (nothing to add) for an empty one."""
     n = len(part)
-    _check_pieces(n, pieces, ("y", "sample_weight")[: len(pieces)])
+    _check_pieces(n, pieces, ("y", "sample_weight"))
     if n == 0:
         return None
     return fn(shared, part, *pieces)
@@ -152,7 +152,8 @@ def map_add(
     collection ``X`` (``y`` and ``sample_weight`` cut alike; either may be None).
 
     ``fn`` returns something that adds with ``+`` (arrays, ``Moments``) or a tuple of such;
-    ``shared`` is shipped to the workers once. Returns None when X has no rows.
+    ``shared`` is shipped to the workers once. An InputError when X has no rows (a score over
+    no rows would be 0 for every feature, which no data supports).
     """
     import dask
 
@@ -171,9 +172,9 @@ def map_add(
         if len(level) % 2:
             nxt.append(level[-1])
         level = nxt
-    if not level:
-        return None
     (result,) = dask.compute(level[0])
+    if result is None:
+        raise InputError("X has no rows; scores need at least one.")
     return result
 
 
@@ -205,6 +206,4 @@ def map_rows(
         da.from_delayed(task(fn, data, p, tail, dtype), shape=(n, *tail), dtype=dtype)
         for p, n in zip(parts, counts, strict=True)
     ]
-    if not pieces:
-        return da.zeros((0, *tail), chunks=((0,), *((t,) for t in tail)), dtype=dtype)
     return da.concatenate(pieces, axis=0)

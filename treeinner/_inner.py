@@ -48,10 +48,7 @@ def _by_partition(fn: Callable[..., Any]) -> Callable[..., Any]:
         ens: TreeEnsemble, X: Any, y: Any, values: np.ndarray | None, sample_weight: Any = None
     ) -> Any:
         if is_dask(X):
-            out = map_add(_apply, (wrapper, ens, values), X, y, sample_weight)
-            if out is None:
-                raise InputError("X has no rows; scores need at least one.")
-            return out
+            return map_add(_apply, (wrapper, ens, values), X, y, sample_weight)
         return fn(ens, X, y, values, sample_weight)
 
     return wrapper

@@ -183,10 +183,7 @@ class Method:
         if self.attribution in ("predecomp", "saabas"):
             values = opts.node_values(ens, self.attribution)
         base = replace(opts, sample_weight=None, _cache={})
-        out = map_add(fn, (self.name, ens, base, values), X, y, opts.sample_weight)
-        if out is None:
-            raise InputError("X has no rows; scores need at least one.")
-        return out
+        return map_add(fn, (self.name, ens, base, values), X, y, opts.sample_weight)
 
     def finish(self, sums: np.ndarray, weight: float) -> np.ndarray:
         """Scores from row-additive ``compute`` sums over rows of total weight ``weight``."""

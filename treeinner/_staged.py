@@ -250,10 +250,7 @@ def edge_moments(
         For a Dask collection X, added up over its partitions (``_dask.map_add``).
     """
     if is_dask(X):
-        out = map_add(_edge_moments_part, (ens, dg, dh), X, y, sample_weight)
-        if out is None:
-            raise InputError("X has no rows; scores need at least one.")
-        return out
+        return map_add(_edge_moments_part, (ens, dg, dh), X, y, sample_weight)
     return _edge_pass(ens, X, y, sample_weight, dg, dh, False)
 
 

@@ -66,7 +66,7 @@ def _exact_sums(ens, X, y, counts=None):
     leaves), unweighted, or with row i counted ``counts[i]`` times. For a Dask collection X
     (no ``counts``), added up over its partitions."""
     if is_dask(X):
-        return _no_rows_refused(map_add(_exact_sums_part, ens, X, y))
+        return map_add(_exact_sums_part, ens, X, y)
     G, H, C, _, _ = _staged(ens, X, y, counts)
     return _subtree(ens, G), _subtree(ens, H), _subtree(ens, C)
 
@@ -75,17 +75,11 @@ def _exact_sums_part(ens, X, y, sample_weight):
     return _exact_sums(ens, X, y)
 
 
-def _no_rows_refused(sums: Any) -> Any:
-    if sums is None:
-        raise InputError("X has no rows; scores need at least one.")
-    return sums
-
-
 def _node_moments(ens, X, y, seed):
     """The held-out per-node sums of ``_held_out_pass`` (``mom``) without draws; for a Dask
     collection X, added up over its partitions."""
     if is_dask(X):
-        return _no_rows_refused(map_add(_node_moments_part, (ens, seed), X, y))
+        return map_add(_node_moments_part, (ens, seed), X, y)
     return _held_out_pass(ens, X, y, None, 1, 1, seed, draws=False, moments=True)[4]
 
 
@@ -94,7 +88,7 @@ def _node_moments_part(shared, X, y, sample_weight):
     return _node_moments(ens, X, y, seed)
 
 
-def _check_dask(ens: TreeEnsemble, X: Any, sample_weight: Any, exact: bool) -> None:
+def _check_dask(ens: TreeEnsemble, sample_weight: Any, exact: bool) -> None:
     """What ``unbiased_gain`` computes on a Dask collection X: its exact mode only."""
     if is_dask(sample_weight):
         raise InputError(
@@ -239,9 +233,9 @@ def _compute(
     L, R = ens.left[inner], ens.right[inner]
     hg = hh = mom = None
     dask = is_dask(X)
-    if dask:
-        _check_dask(ens, X, sample_weight, _exact_mode(ens, sample_weight))
     exact = _exact_mode(ens, sample_weight)
+    if dask:
+        _check_dask(ens, sample_weight, exact)
     if exact:
         if sample_weight is not None and not dask:  # uniform weights cancel; check the count
             _weights(sample_weight, np.shape(y)[0])

@@ -138,14 +138,6 @@ def path_attribution(X, nodes, layout, parent, p, tree_lo, tree_hi, f32, out):
 
 
 @njit(cache=True, inline="always")
-def _chunk_rows(ch, n_chunks, n_rows):
-    """The rows ``lo:hi`` of chunk ``ch`` of ``n_chunks`` nearly equal chunks."""
-    size = (n_rows + n_chunks - 1) // n_chunks
-    lo = ch * size
-    return lo, min(n_rows, lo + size)
-
-
-@njit(cache=True, inline="always")
 def _block_buffers(used, K):
     """Per-thread buffers of a staged pass over blocks of ``ROW_BLOCK`` rows: leaf indices,
     routing buffer, staged margins, their next values, gradients, hessians, gradient sums."""
@@ -185,6 +177,18 @@ def _round_gradients(code, prm, y, r0, m, F, g, h):
             gk, hk = grad_hess(code, prm, y[r0 + k], F[k, 0])
             g[k, 0] = gk
             h[k, 0] = hk
+
+
+@njit(cache=True, inline="always")
+def round_start(code, prm, y, r0, m, F, delta, g, h, n_round_trees):
+    """Gradients and hessians of a boosting round at the margins ``F`` of a block's rows, and
+    the margins its trees add to: ``F`` itself for a round of one tree, else ``delta``, a copy
+    (so that every tree of the round sees the round's gradients; copy it back after)."""
+    _round_gradients(code, prm, y, r0, m, F, g, h)
+    if n_round_trees > 1:
+        _copy_rows(F, delta, m)
+        return delta
+    return F
 
 
 @njit(cache=True, inline="always")
@@ -373,11 +377,7 @@ def _staged_chunk(X, y, w, nodes, layout, stages, forest, need_hc, need_split, G
         for it in range(iter_ptr.shape[0] - 1):
             t0 = iter_ptr[it]
             t1 = iter_ptr[it + 1]
-            _round_gradients(code, prm, y, r0, m, F, g, h)
-            D = F  # the margins the round's trees add to: F itself for a round of one tree
-            if t1 - t0 > 1:
-                _copy_rows(F, delta, m)
-                D = delta
+            D = round_start(code, prm, y, r0, m, F, delta, g, h, t1 - t0)
             for t in range(t0, t1):
                 route(X, r0, m, t, layout, nodes, f32, buf, idx)
                 c = tree_group[t]

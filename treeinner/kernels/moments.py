@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from ._threads import run_chunks
-from .attribution import _block_buffers, _copy_rows, _round_gradients, _start_block
+from .attribution import _block_buffers, _copy_rows, _start_block, round_start
 from .gradients import grad_hess
 from .routing import ROW_BLOCK, _add_leaves, chunk_range, n_blocks, route
 
@@ -292,11 +292,7 @@ def _edge_chunk(X, y, w, nodes, layout, stages, ptr, col, cg, ch, mode, dense, S
         for it in range(iter_ptr.shape[0] - 1):
             t0 = iter_ptr[it]
             t1 = iter_ptr[it + 1]
-            _round_gradients(code, prm, y, r0, m, F, g, h)
-            D = F  # the margins the round's trees add to: F itself for a round of one tree
-            if t1 - t0 > 1:
-                _copy_rows(F, delta, m)
-                D = delta
+            D = round_start(code, prm, y, r0, m, F, delta, g, h, t1 - t0)
             for t in range(t0, t1):
                 route(X, r0, m, t, layout, nodes, f32, buf, idx)
                 c = tree_group[t]
