@@ -267,6 +267,25 @@ def _bad_X(ctx: Ctx, model: str) -> dict[str, tuple[Any, bool]]:
         "inf_values": (inf_col if model != "xgb_cat" else X.assign(a=np.inf), True),
         "reordered": (X[list(reversed(X.columns))], True),
         "bool_column": (X.assign(b=X["b"] > 0), True),
+        **_dask_X(X, num),
+    }
+
+
+def _dask_X(X: pd.DataFrame, num: np.ndarray) -> dict[str, tuple[Any, bool]]:
+    """Dask collections (where Dask is installed): valid ones and bad ones; a method that does
+    not take Dask input refuses it (``importance`` with ``permutation``)."""
+    try:
+        import dask.array as da
+        import dask.dataframe as dd
+    except ImportError:
+        return {}
+    return {
+        "dask_frame": (dd.from_pandas(X, npartitions=3), True),
+        "dask_array_uneven": (da.from_array(num, chunks=((0, 7, 150, 43), (2, 2))), True),
+        "dask_wrong_width": (da.from_array(num[:, :3], chunks=(70, 3)), False),
+        "dask_missing_column": (dd.from_pandas(X.drop(columns="b"), npartitions=2), False),
+        "dask_three_d": (da.from_array(num[None], chunks=(1, 50, 4)), False),
+        "dask_one_d": (da.from_array(num[:, 0], chunks=50), False),
     }
 
 
@@ -336,8 +355,16 @@ def _data_cases(ctx: Ctx, seed: int) -> list[ApiCase]:
 
 
 def _call_model(fn: Callable, model: str, args: tuple, kwargs: dict, ctx: Ctx) -> Any:
-    """``fn(ctx.models[model], *args, **kwargs)``."""
-    return fn(ctx.models[model], *args, **kwargs)
+    """``fn(ctx.models[model], *args, **kwargs)``; lazy values (Dask input) computed, so that
+    their errors belong to the call."""
+    import dataclasses
+
+    import treeinner
+
+    result = fn(ctx.models[model], *args, **kwargs)
+    if isinstance(result, treeinner.Attribution) and hasattr(result.values, "compute"):
+        return dataclasses.replace(result, values=result.values.compute())
+    return result
 
 
 # (function, keyword, value, valid) for the options of every function
