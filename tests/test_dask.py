@@ -246,12 +246,62 @@ def test_the_ensemble_is_scattered_once(data, models, client):
     assert len(client.who_has([shared])[shared.key]) == 2
 
 
-def test_what_dask_input_does_not_do_yet_is_refused(data, models, client):
+def test_permutation_equals_in_memory(data, models, client):
+    """The same permutations for the same random_state whatever the partitioning: every
+    model, both kinds of collection, with and without weights."""
+    *_, Xv, yv, y3v, w = data
+    for i, (name, model, target) in enumerate(models):
+        y = y3v if target == "y3" else yv
+        for j, (kind, dX, dy) in enumerate(_collections(Xv, y)):
+            sw = w if (i + j) % 2 else None
+            kw = {"methods": ["permutation"], "n_repeats": 2, "random_state": 7}
+            ref = treeinner.importance(model, Xv, y, sample_weight=sw, **kw)
+            got = treeinner.importance(model, dX, dy, sample_weight=sw, **kw)
+            assert list(got.index) == list(ref.index), (name, kind)
+            assert ref["permutation"].max() > 0.05, (name, kind)
+            _close(got.to_numpy(), ref.to_numpy())
+
+
+def test_permutation_in_batches_and_of_raw_categorical_columns(data, client, monkeypatch):
+    """A CatBoost model with categorical features permutes the raw columns (categories
+    and all) on every partition; values drawn in many small batches (one feature at a time
+    per pass) give the same scores as one batch in memory."""
+    from treeinner import _gain
+
+    Xt, yt, _, Xv, yv, _, _ = data
+
+    def with_cat(X):  # x0's signal in a categorical column only
+        cat = pd.Categorical(np.where(X["x0"].fillna(0) > 0, "hi", "lo"))
+        return X.drop(columns="x0").assign(cat=cat)
+
+    model = cb.CatBoostRegressor(
+        iterations=10, depth=3, verbose=0, allow_writing_files=False, cat_features=["cat"]
+    ).fit(with_cat(Xt), yt)
+    Xc = with_cat(Xv)
+    kw = {"methods": ["permutation"], "n_repeats": 3, "random_state": 1}
+    ref = treeinner.importance(model, Xc, yv, **kw)
+    monkeypatch.setattr(_gain, "PERMUTED_BYTES", 8 * N_EVAL)  # one (feature, repeat) a pass
+    frame = _frame_with_empty(Xc.assign(label=yv))
+    got = treeinner.importance(model, frame[list(Xc.columns)], frame["label"], **kw)
+    assert ref.loc["cat", "permutation"] == ref["permutation"].max() > 0.1
+    _close(got.to_numpy(), ref.to_numpy())
+
+
+def test_every_method_takes_dask_input(data, models, client):
+    """importance()'s default methods (permutation and the unbiased gain among them) on a
+    Dask DataFrame: the in-memory table."""
+    *_, Xv, yv, _, _ = data
+    model = models[0][1]
+    ref = treeinner.importance(model, Xv, yv, random_state=0)
+    got = treeinner.importance(model, _frame_with_empty(Xv), yv, random_state=0)
+    assert list(got.columns) == list(ref.columns) and "permutation" in got.columns
+    _close(got.to_numpy(), ref.to_numpy())
+
+
+def test_what_dask_input_does_not_do_is_refused(data, models, client):
     *_, Xv, yv, _, _ = data
     model = models[0][1]
     dX = _frame_with_empty(Xv)
-    with pytest.raises(InputError, match="permutation is not a sum over rows"):
-        treeinner.importance(model, dX, yv)
     classifier = models[1][1]  # softmax: no constant hessian, so unbiased_gain draws
     with pytest.raises(InputError, match="only its exact mode"):
         treeinner.unbiased_gain(classifier, dX, data[5])

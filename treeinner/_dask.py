@@ -23,7 +23,7 @@ import numpy as np
 
 from ._errors import InputError, InputTypeError
 
-__all__ = ["is_dask", "map_add", "map_rows", "partitions"]
+__all__ = ["is_dask", "map_add", "map_rows", "partitions", "row_counts"]
 
 
 def is_dask(obj: Any) -> bool:
@@ -66,10 +66,25 @@ def partitions(X: Any) -> list[Any]:
     return list(blocks[:, 0] if X.ndim == 2 else blocks)
 
 
-def _split_like(v: Any, X: Any, parts_X: list[Any], name: str) -> list[Any]:
+def row_counts(X: Any) -> list[int]:
+    """The row count of every partition of the Dask collection ``X``: from its chunks where
+    Dask knows them, else computed (a pass over the partitions)."""
+    import dask
+
+    X = _whole_rows(X)
+    counts = _row_chunks(X)
+    if counts is None:
+        counts = dask.compute(*[_len(p) for p in partitions(X)])
+    return [int(c) for c in counts]
+
+
+def _split_like(
+    v: Any, X: Any, parts_X: list[Any], name: str, counts: Sequence[int] | None = None
+) -> list[Any]:
     """``v`` (labels or row weights) cut into pieces aligned with the partitions of ``X``:
     a Dask collection by its own partitions (their count must match; their lengths are
-    checked inside each task), an in-memory array by the partitions' row counts."""
+    checked inside each task), an in-memory array by the partitions' row counts (``counts``
+    where the caller knows them)."""
     if v is None:
         return [None] * len(parts_X)
     if is_dask(v):
@@ -84,11 +99,8 @@ def _split_like(v: Any, X: Any, parts_X: list[Any], name: str) -> list[Any]:
             )
         return parts
     arr = np.asarray(v)
-    counts = _row_chunks(X)
     if counts is None:
-        import dask
-
-        counts = dask.compute(*[_len(p) for p in parts_X])
+        counts = row_counts(X)
     ends = np.cumsum(counts)
     if arr.shape[0] != (ends[-1] if len(ends) else 0):
         raise InputError(f"{name} has {arr.shape[0]} rows but X has {int(ends[-1])}.")
@@ -117,6 +129,18 @@ def _shared(obj: Any) -> Any:
     return client.scatter([obj], broadcast=True, hash=False)[0]
 
 
+def _scattered(objs: list[Any]) -> list[Any]:
+    """``objs`` sent to the workers ahead of the tasks that read them when a ``distributed``
+    client is running (large arrays stay out of the graph), else as they are."""
+    try:
+        from distributed import default_client
+
+        client = default_client()
+    except (ImportError, ValueError):
+        return objs
+    return client.scatter(objs, hash=False)
+
+
 def _check_pieces(n: int, pieces: tuple[Any, ...], names: tuple[str, ...]) -> None:
     for piece, name in zip(pieces, names):
         if piece is not None and len(piece) != n:
@@ -126,13 +150,14 @@ def _check_pieces(n: int, pieces: tuple[Any, ...], names: tuple[str, ...]) -> No
             )
 
 
-def _task(fn: Callable[..., Any], shared: Any, part: Any, *pieces: Any) -> Any:
-    """``fn(shared, part, *pieces)`` on one partition; None (nothing to add) for an empty one."""
+def _task(fn: Callable[..., Any], shared: Any, part: Any, y: Any, w: Any, *extra: Any) -> Any:
+    """``fn(shared, part, y, w, *extra)`` on one partition; None (nothing to add) for an
+    empty one."""
     n = len(part)
-    _check_pieces(n, pieces, ("y", "sample_weight"))
+    _check_pieces(n, (y, w), ("y", "sample_weight"))
     if n == 0:
         return None
-    return fn(shared, part, *pieces)
+    return fn(shared, part, y, w, *extra)
 
 
 def _add(a: Any, b: Any) -> Any:
@@ -146,14 +171,24 @@ def _add(a: Any, b: Any) -> Any:
 
 
 def map_add(
-    fn: Callable[..., Any], shared: Any, X: Any, y: Any = None, sample_weight: Any = None
+    fn: Callable[..., Any],
+    shared: Any,
+    X: Any,
+    y: Any = None,
+    sample_weight: Any = None,
+    *,
+    counts: Sequence[int] | None = None,
+    extra: Sequence[Sequence[Any]] | None = None,
 ) -> Any:
     """``fn(shared, X_part, y_part, w_part)`` summed over the partitions of the Dask
     collection ``X`` (``y`` and ``sample_weight`` cut alike; either may be None).
 
     ``fn`` returns something that adds with ``+`` (arrays, ``Moments``) or a tuple of such;
-    ``shared`` is shipped to the workers once. An InputError when X has no rows (a score over
-    no rows would be 0 for every feature, which no data supports).
+    ``shared`` is shipped to the workers once. ``counts``: the partitions' row counts, where
+    the caller knows them (else computed when an in-memory ``y`` must be cut). ``extra``: for
+    each partition a list of further arguments, one task each, ``fn(shared, X_part, y_part,
+    w_part, e)``, all added together. An InputError when X has no rows (a score over no rows
+    would be 0 for every feature, which no data supports).
     """
     import dask
 
@@ -161,11 +196,18 @@ def map_add(
         raise InputTypeError(f"map_add takes a Dask collection, got {type(X).__name__}.")
     X = _whole_rows(X)
     parts = partitions(X)
-    ys = _split_like(y, X, parts, "y")
-    ws = _split_like(sample_weight, X, parts, "sample_weight")
+    ys = _split_like(y, X, parts, "y", counts)
+    ws = _split_like(sample_weight, X, parts, "sample_weight", counts)
     data = _shared(shared)
     task = dask.delayed(_task, pure=True)
-    level = [task(fn, data, p, yp, wp) for p, yp, wp in zip(parts, ys, ws, strict=True)]
+    if extra is None:
+        level = [task(fn, data, p, yp, wp) for p, yp, wp in zip(parts, ys, ws, strict=True)]
+    else:
+        level = [
+            task(fn, data, p, yp, wp, e)
+            for p, yp, wp, es in zip(parts, ys, ws, extra, strict=True)
+            for e in _scattered(list(es))
+        ]
     add = dask.delayed(_add, pure=True)
     while len(level) > 1:  # pairwise: the partial sums meet in a tree, not on one worker
         nxt = [add(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]

@@ -10,11 +10,12 @@ import pandas as pd
 
 from . import _api, _input
 from ._api import public
+from ._dask import is_dask, map_add, partitions, row_counts
 from ._staged import _weights
 from .adapters import from_model
 from .attribution import data_sums
 from .ensemble import TreeEnsemble
-from .objectives import get_objective
+from .objectives import Objective, get_objective
 
 __all__ = ["total_gain"]
 
@@ -82,73 +83,207 @@ def total_gain(model: Any, *, reference: Any = None) -> pd.Series | pd.DataFrame
     return _api.per_output(ens, scores, "total_gain", credited=True)
 
 
+#: Bytes of permuted column values drawn at once: the (feature, repeat) pairs of permutation
+#: importance are taken in batches of this many values, each one pass over the rows.
+PERMUTED_BYTES = 1 << 28
+
+
 def permutation_scores(
     ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, n_repeats: int, random_state: Any
 ) -> np.ndarray:
     """Mean increase of the loss when a column is permuted, over ``n_repeats`` permutations:
-    (n_output_features, 1) (the loss is over all outputs at once).
+    (n_output_features, 1) (the loss is over all outputs at once; output features no split
+    uses score 0).
 
-    Models that route rows through their booster (an ``input_map``: CatBoost's categorical
-    splits) get the columns of the raw X permuted, each then routed again."""
+    Every (feature, repeat) pair draws ``rng.permutation(n)`` over all n rows, in the order
+    features ascending, repeats within, so a Dask collection X gives the in-memory result
+    for the same ``random_state`` whatever its partitioning: the permuted column is drawn
+    where the random numbers are, cut along X's partitions and sent to them, and the loss
+    sums come back to be added. Models that route rows through their booster (an
+    ``input_map``: CatBoost's categorical splits) get the columns of the raw X permuted
+    (DataFrame columns matched by name like the input map does, else by position), each
+    then routed again."""
     n_repeats = _api.check_count("n_repeats", n_repeats)
-    if ens.input_map is not None:
-        return _raw_permutation_scores(ens, X, y, sample_weight, n_repeats, random_state)
     obj = get_objective(ens)
-    n, blocks = ens._blocks(X)
-    Xd = _input.join_blocks(blocks, ens.n_features)
-    yv = obj.check_labels(y, n)
-    w = None if sample_weight is None else _weights(sample_weight, n)
-    base = obj.loss(yv, ens.predict_margin(Xd), w)
-    rng = _api.generator(random_state)
-    out = np.zeros((ens.n_features, 1))
-    for j in np.unique(ens.feature[ens.left >= 0]):
-        col = Xd[:, j].copy()
-        for _ in range(n_repeats):
-            Xd[:, j] = col[rng.permutation(n)]
-            out[j, 0] += obj.loss(yv, ens.predict_margin(Xd), w) - base
-        Xd[:, j] = col
-    return out / n_repeats
-
-
-def _raw_permutation_scores(
-    ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, n_repeats: int, random_state: Any
-) -> np.ndarray:
-    """``permutation_scores`` of a model with an ``input_map``: the columns of the raw X (a
-    DataFrame matched by name like the input map does, else by position) are permuted, one
-    output feature at a time, and the rows routed again through ``predict_margin``. Output
-    features no split uses score 0."""
-    obj = get_objective(ens)
-    names = list(ens.output_names)
-    X = _input.to_pandas(X)  # polars, pyarrow: matched by name too
-    n = _api.n_rows(X)
-    yv = obj.check_labels(y, n)
-    w = None if sample_weight is None else _weights(sample_weight, n)
-    base = obj.loss(yv, ens.predict_margin(X), w)
     used = np.zeros((ens.n_features, 1))
     used[ens.feature[ens.left >= 0], 0] = 1.0
     credited = np.flatnonzero(ens._to_output(used)[:, 0] > 0)
+    unit_feature = np.repeat(credited, n_repeats)  # the (feature, repeat) pairs, in draw order
     rng = _api.generator(random_state)
-    out = np.zeros((len(names), 1))
-    if isinstance(X, pd.DataFrame):
-        by_name = [str(c) for c in X.columns]
-        pos = (
-            [by_name.index(f) for f in names]
-            if set(names) <= set(by_name) and len(set(by_name)) == len(by_name)
-            else list(range(len(names)))
-        )
-        Xp = X.copy()
-        for j in credited:
-            col = X.iloc[:, pos[j]]
-            for _ in range(n_repeats):
-                Xp.isetitem(pos[j], col.iloc[rng.permutation(n)].set_axis(X.index))
-                out[j, 0] += obj.loss(yv, ens.predict_margin(Xp), w) - base
-            Xp.isetitem(pos[j], col)
-    else:
-        arr = np.array(X, dtype=object)
-        for j in credited:
-            col = arr[:, j].copy()
-            for _ in range(n_repeats):
-                arr[:, j] = col[rng.permutation(n)]
-                out[j, 0] += obj.loss(yv, ens.predict_margin(arr), w) - base
-            arr[:, j] = col
+    run = _dask_permutation if is_dask(X) else _memory_permutation
+    base, weight, sums = run(ens, obj, X, y, sample_weight, unit_feature, rng)
+    out = np.zeros((len(ens.output_names), 1))
+    np.add.at(out[:, 0], unit_feature, (sums - base) / weight)
     return out / n_repeats
+
+
+def _batches(n_units: int, n: int) -> list[slice]:
+    """The (feature, repeat) pairs cut into batches of at most ``PERMUTED_BYTES`` values."""
+    step = max(1, PERMUTED_BYTES // (8 * max(n, 1)))
+    return [slice(a, min(a + step, n_units)) for a in range(0, n_units, step)]
+
+
+def _draw(columns: dict[int, np.ndarray], features: np.ndarray, rng: Any) -> list[np.ndarray]:
+    """Each feature's column permuted by a fresh ``rng.permutation(n)``, in order."""
+    return [columns[j][rng.permutation(len(columns[j]))] for j in features]
+
+
+class _Rows:
+    """Rows whose columns permutation importance replaces, one at a time, to predict again:
+    the model's float columns, or the raw X of a model with an ``input_map``."""
+
+    def __init__(self, ens: TreeEnsemble, X: Any) -> None:
+        self.ens = ens
+        self.frame = False
+        if ens.input_map is None:
+            self.n, blocks = ens._blocks(X)
+            self.data = _input.join_blocks(blocks, ens.n_features)
+            if self.data is X or self.data.base is not None:  # the caller's rows, or a view
+                self.data = self.data.copy()  # of them: changed here, never in place
+            self.pos = list(range(ens.n_features))
+            return
+        X = _input.to_pandas(X)  # polars, pyarrow: matched by name too
+        self.n = _api.n_rows(X)
+        names = list(ens.output_names)
+        self.pos = list(range(len(names)))
+        if isinstance(X, pd.DataFrame):
+            self.frame = True
+            by_name = [str(c) for c in X.columns]
+            if set(names) <= set(by_name) and len(set(by_name)) == len(by_name):
+                self.pos = [by_name.index(f) for f in names]
+            self.data = X.copy()
+        else:
+            self.data = np.array(X, dtype=object)
+
+    def column(self, j: int) -> np.ndarray:
+        """The values of output feature ``j``'s column."""
+        if self.frame:
+            return self.data.iloc[:, self.pos[j]].to_numpy()
+        return self.data[:, self.pos[j]].copy()
+
+    def loss_sum(self, obj: Objective, y: np.ndarray, w: np.ndarray | None) -> float:
+        per = obj.losses(y, self.ens.predict_margin(self.data))
+        return float(per.sum() if w is None else w @ per)
+
+    def loss_sums(
+        self,
+        obj: Objective,
+        y: np.ndarray,
+        w: np.ndarray | None,
+        features: np.ndarray,
+        values: list[np.ndarray],
+    ) -> np.ndarray:
+        """The loss sums with column ``features[k]`` replaced by ``values[k]``, each in turn
+        (the rows are left as they were)."""
+        out = np.empty(len(features))
+        for k, (j, v) in enumerate(zip(features, values, strict=True)):
+            p = self.pos[j]
+            if self.frame:
+                col = self.data.iloc[:, p]
+                self.data.isetitem(p, pd.Series(v, index=self.data.index, dtype=col.dtype))
+            else:
+                col = self.data[:, p].copy()
+                self.data[:, p] = v
+            try:
+                out[k] = self.loss_sum(obj, y, w)
+            finally:
+                if self.frame:
+                    self.data.isetitem(p, col)
+                else:
+                    self.data[:, p] = col
+        return out
+
+
+def _checked(obj: Objective, y: Any, sample_weight: Any, n: int) -> tuple:
+    """The labels and row weights (None: all 1) of n rows, checked, and their total weight."""
+    yv = obj.check_labels(y, n)
+    w = None if sample_weight is None else _weights(sample_weight, n)
+    return yv, w, float(n if w is None else w.sum())
+
+
+def _memory_permutation(
+    ens: TreeEnsemble,
+    obj: Objective,
+    X: Any,
+    y: Any,
+    sample_weight: Any,
+    unit_feature: np.ndarray,
+    rng: Any,
+) -> tuple[float, float, np.ndarray]:
+    """The base loss sum, total weight and loss sum of every (feature, repeat) pair on an
+    in-memory X."""
+    rows = _Rows(ens, X)
+    yv, w, weight = _checked(obj, y, sample_weight, rows.n)
+    base = rows.loss_sum(obj, yv, w)
+    sums = np.empty(len(unit_feature))
+    for batch in _batches(len(unit_feature), rows.n):
+        feats = unit_feature[batch]
+        columns = {j: rows.column(j) for j in np.unique(feats)}
+        sums[batch] = rows.loss_sums(obj, yv, w, feats, _draw(columns, feats, rng))
+    return base, weight, sums
+
+
+def _dask_permutation(
+    ens: TreeEnsemble,
+    obj: Objective,
+    X: Any,
+    y: Any,
+    sample_weight: Any,
+    unit_feature: np.ndarray,
+    rng: Any,
+) -> tuple[float, float, np.ndarray]:
+    """``_memory_permutation`` on a Dask collection X. Per batch of (feature, repeat) pairs
+    the batch's columns are gathered and permuted here, over all rows, then cut along the
+    partitions; one task per partition and feature computes its loss sums, and the sums are
+    added in a tree (``_dask.map_add``)."""
+    import dask
+
+    parts = partitions(X)
+    counts = row_counts(X)
+    args = (ens, obj)
+    base, weight = map_add(_partition_base, args, X, y, sample_weight, counts=counts)
+    ends = np.cumsum(counts)
+    starts = ends - np.asarray(counts)
+    gather = dask.delayed(_partition_columns, pure=True)
+    sums = np.empty(len(unit_feature))
+    for batch in _batches(len(unit_feature), int(ends[-1])):
+        feats = unit_feature[batch]
+        js = np.unique(feats)
+        pieces = dask.compute(*[gather(args, p, js) for p in parts])
+        columns = {j: np.concatenate([c[k] for c in pieces]) for k, j in enumerate(js)}
+        values = _draw(columns, feats, rng)
+        by_feature = [np.flatnonzero(feats == j) for j in js]
+        extra = [
+            [(feats, units, [values[u][a:b] for u in units]) for units in by_feature]
+            for a, b in zip(starts, ends, strict=True)
+        ]
+        sums[batch] = map_add(
+            _partition_units, args, X, y, sample_weight, counts=counts, extra=extra
+        )
+    return base, weight, sums
+
+
+def _partition_base(args: tuple, X: Any, y: Any, sample_weight: Any) -> np.ndarray:
+    """The loss sum and the total weight of one partition."""
+    ens, obj = args
+    rows = _Rows(ens, X)
+    yv, w, weight = _checked(obj, y, sample_weight, rows.n)
+    return np.array([rows.loss_sum(obj, yv, w), weight])
+
+
+def _partition_columns(args: tuple, X: Any, features: np.ndarray) -> list[np.ndarray]:
+    rows = _Rows(args[0], X)
+    return [rows.column(j) for j in features]
+
+
+def _partition_units(args: tuple, X: Any, y: Any, sample_weight: Any, units: tuple) -> np.ndarray:
+    """One partition's loss sums of some (feature, repeat) pairs of a batch (0 for the
+    others): ``units`` is the batch's features, the pairs' positions in it and their
+    permuted values on this partition's rows."""
+    ens, obj = args
+    feats, which, values = units
+    rows = _Rows(ens, X)
+    yv, w, _ = _checked(obj, y, sample_weight, rows.n)
+    out = np.zeros(len(feats))
+    out[which] = rows.loss_sums(obj, yv, w, feats[which], values)
+    return out

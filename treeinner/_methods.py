@@ -134,7 +134,8 @@ class Method:
         a method that is not a plain sum over rows (the unbiased gain).
     takes_dask : bool
         Whether ``compute`` and ``estimator`` take a Dask collection X themselves (a method
-        that is not row-additive; row-additive ones are mapped over the partitions).
+        that is not row-additive; row-additive ones are mapped over the partitions, and every
+        method on data is one or the other).
     family : str
         ``tree_inner``, ``forest_inner``, ``abs``, ``total_gain``, ``permutation`` or
         ``unbiased_gain``.
@@ -161,8 +162,7 @@ class Method:
 
     def score(self, ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
         """The finished scores on all rows of X: (n_output_features, n_outputs) (or one
-        column). X may be a Dask collection where the method is row-additive or uses no
-        data."""
+        column). X may be a Dask collection."""
         if self.uses_data and is_dask(X) and not self.takes_dask:
             sums, weight = self._by_partition(_partition_score, ens, X, y, opts)
             return self.finish(sums, weight if weight > 0 else 1.0)
@@ -174,11 +174,6 @@ class Method:
     ) -> Any:
         """``fn`` of this method on every partition of the Dask collection X, added up
         (``_dask.map_add``); the node values the method needs are computed once, here."""
-        if not self.row_additive:
-            raise InputError(
-                f"{self.name} is not a sum over rows and does not take Dask input yet; "
-                "compute it on an in-memory sample of the rows."
-            )
         values = None
         if self.attribution in ("predecomp", "saabas"):
             values = opts.node_values(ens, self.attribution)
@@ -188,11 +183,6 @@ class Method:
     def finish(self, sums: np.ndarray, weight: float) -> np.ndarray:
         """Scores from row-additive ``compute`` sums over rows of total weight ``weight``."""
         return sums / weight if self.mean else sums
-
-    @property
-    def dask_input(self) -> bool:
-        """Whether the method computes on a Dask collection X."""
-        return self.row_additive or self.takes_dask or not self.uses_data
 
     @property
     def has_se(self) -> bool:
@@ -320,6 +310,9 @@ REGISTRY: dict[str, Method] = {}
 
 
 def _register(method: Method) -> None:
+    # every method computes on Dask input: mapped over the partitions, or by itself
+    if method.uses_data and not (method.row_additive or method.takes_dask):
+        raise TypeError(f"{method.name}: a method on data is row-additive or takes Dask input.")
     REGISTRY[method.name] = method
 
 
@@ -444,6 +437,7 @@ _register(
             ens, X, y, opts.sample_weight, opts.n_repeats, opts.random_state
         ),
         uses_random_state=True,
+        takes_dask=True,
         family="permutation",
     )
 )

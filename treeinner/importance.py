@@ -29,24 +29,6 @@ def _check_bootstrap(n_bootstrap: Any) -> int:
     return n_bootstrap
 
 
-def _check_dask(methods: Sequence[Method], n_bootstrap: int) -> None:
-    """An InputError for what ``importance`` does not compute on Dask input yet."""
-    other = [m.name for m in methods if not m.dask_input]
-    if other:
-        row_additive = [m.name for m in methods if m.dask_input]
-        raise InputError(
-            f"{', '.join(other)} {'is' if len(other) == 1 else 'are'} not a sum over rows and "
-            "not computed on Dask input yet; pass methods= without "
-            f"{'it' if len(other) == 1 else 'them'} (here: {row_additive}), or compute "
-            f"{'it' if len(other) == 1 else 'them'} on an in-memory sample of the rows."
-        )
-    if n_bootstrap:
-        raise InputError(
-            "n_bootstrap resamples rows in memory; with Dask input use se=True (one-pass "
-            "standard errors)."
-        )
-
-
 def _totals(scores: np.ndarray) -> np.ndarray:
     """Per-feature totals over outputs of a method's scores."""
     return scores.sum(axis=1)
@@ -222,8 +204,11 @@ def importance(
         raise InputError(
             f"y is None, but {[m.name for m in chosen if m.needs_y]} need the labels of X."
         )
-    if is_dask(X):
-        _check_dask(chosen, n_bootstrap)
+    if is_dask(X) and n_bootstrap:
+        raise InputError(
+            "n_bootstrap resamples rows in memory; with Dask input use se=True (one-pass "
+            "standard errors)."
+        )
     ens = from_model(model)
     opts = Options(
         sample_weight=sample_weight,

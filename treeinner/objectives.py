@@ -204,6 +204,23 @@ class Objective:
         -------
         float
         """
+        per = self.losses(y, margin)
+        if weight is None:
+            return float(np.mean(per))
+        return float(np.sum(weight * per) / np.sum(weight))
+
+    def losses(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """The loss of every row at ``margin`` (``loss`` is their (weighted) mean).
+
+        Parameters
+        ----------
+        y : ndarray of shape (n_samples,)
+        margin : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
         F = np.asarray(margin, dtype=np.float64)
         c = self.code
         if c == fmt.SOFTMAX:
@@ -233,9 +250,7 @@ class Objective:
             per = np.maximum(0.0, 1 - (2 * y - 1) * F)
         else:
             per = 0.5 * (y - F) ** 2
-        if weight is None:
-            return float(np.mean(per))
-        return float(np.sum(weight * per) / np.sum(weight))
+        return per
 
 
 def get_objective(ens) -> Objective:
