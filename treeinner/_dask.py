@@ -15,15 +15,33 @@ module), so the core never depends on it.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from ._errors import InputError, InputTypeError
 
-__all__ = ["is_dask", "map_add", "map_rows", "partitions", "row_counts"]
+__all__ = ["is_dask", "map_add", "map_rows", "partitions", "reporting", "row_counts"]
+
+# The progress bar of ``reporting``: told of every partition task of ``map_add`` when it is
+# scheduled (its ``total`` grows) and when it is done (``update(1)``).
+_PROGRESS: contextvars.ContextVar[Any] = contextvars.ContextVar("treeinner_dask_progress")
+
+
+@contextlib.contextmanager
+def reporting(bar: Any) -> Iterator[None]:
+    """Within the block, ``map_add`` reports its partition tasks to ``bar`` (a tqdm bar, or
+    anything with a ``total`` and ``update(k)``): ``total`` grows by their number when they
+    are scheduled, ``update(1)`` as each finishes, whichever scheduler runs them."""
+    token = _PROGRESS.set(bar)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
 
 
 def is_dask(obj: Any) -> bool:
@@ -208,15 +226,61 @@ def map_add(
             for p, yp, wp, es in zip(parts, ys, ws, extra, strict=True)
             for e in _scattered(list(es))
         ]
+    bar = _PROGRESS.get(None)
+    if bar is not None:
+        bar.total += len(level)
+        bar.refresh()
+        result = _reported(level, bar)
+    else:
+        (result,) = dask.compute(_tree(level))
+    if result is None:
+        raise InputError("X has no rows; scores need at least one.")
+    return result
+
+
+def _tree(level: list[Any]) -> Any:
+    """The sum of the Delayed values ``level``, added pairwise: the partial sums meet in a
+    tree, not all on one worker."""
+    import dask
+
     add = dask.delayed(_add, pure=True)
-    while len(level) > 1:  # pairwise: the partial sums meet in a tree, not on one worker
+    while len(level) > 1:
         nxt = [add(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
         if len(level) % 2:
             nxt.append(level[-1])
         level = nxt
-    (result,) = dask.compute(level[0])
-    if result is None:
-        raise InputError("X has no rows; scores need at least one.")
+    return level[0]
+
+
+def _reported(tasks: list[Any], bar: Any) -> Any:
+    """The sum of the Delayed values ``tasks``, with ``bar.update(1)`` as each is done: as
+    the futures of a ``distributed`` client complete (their small results added here), else
+    from the local scheduler's callback after each task."""
+    import dask
+
+    try:
+        from distributed import as_completed, default_client
+
+        client = default_client()
+    except (ImportError, ValueError):
+        client = None
+    if client is not None:
+        total = None
+        for future in as_completed(client.compute(tasks)):
+            total = _add(total, future.result())
+            bar.update(1)
+        return total
+    from dask.callbacks import Callback
+
+    keys = {t.key for t in tasks}
+
+    class _Done(Callback):
+        def _posttask(self, key: Any, *_: Any) -> None:
+            if key in keys:
+                bar.update(1)
+
+    with _Done():
+        (result,) = dask.compute(_tree(tasks))
     return result
 
 

@@ -619,6 +619,17 @@ def _explain(model: str = "xgb_bin", data: str | None = None, *extra: str) -> Ca
     return argv
 
 
+def _explain_dask(data: str | None, *extra: str) -> Callable:
+    """``_explain`` with --data a glob pattern matching just the data file: read with Dask."""
+
+    def argv(files: dict[str, str]) -> list[str]:
+        args = _explain("xgb_bin", data, *extra)(files)
+        args[3] = args[3][:-1] + f"[{args[3][-1]}]"  # x.csv -> x.cs[v]
+        return args
+
+    return argv
+
+
 def _select(*extra: str, data: str | None = None) -> Callable:
     def argv(files: dict[str, str]) -> list[str]:
         return ["select", *_explain("xgb_bin", data)(files)[1:], *extra]
@@ -691,6 +702,33 @@ def cli_cases() -> list[CliCase]:
         ("--method", "gini"),
     ]
     cases += [CliCase(f"select/{k}={v}", _select(k, v)) for k, v in select_options]
+    cases += [
+        CliCase(f"explain/dask/data={d}", _explain_dask(d))
+        for d in (
+            "empty.csv",
+            "header.csv",
+            "nan_label.csv",
+            "string_label.csv",
+            "soft_label.csv",
+            "missing_b.csv",
+            "string_a.csv",
+            "garbage.csv",
+        )
+    ]
+    cases += [
+        CliCase(f"explain/dask/weight={d}", _explain_dask(d, "--weight", "w"))
+        for d in ("negative_weight.csv", "zero_weight.csv")
+    ]
+    cases += [
+        CliCase(f"explain/dask/{k}={v}", _explain_dask(None, k, v))
+        for k, v in (
+            ("--bootstrap", "10"),
+            ("--chunk-rows", "5"),
+            ("--workers", "2"),
+            ("--scheduler", "nope://x"),
+            ("--weight", "label"),
+        )
+    ]
     cases += [CliCase("select/data=header.csv", _select(data="header.csv"))]
     cases += [CliCase("select/rule=fdr,threshold=0", _select("--rule", "fdr", "--threshold", "0"))]
     valid = [
@@ -702,6 +740,8 @@ def cli_cases() -> list[CliCase]:
         ),
         ("explain/cb", _explain("cb_reg", None, "--method", "tree_inner_shap")),
         ("explain/lgb/--no-se", _explain("lgb_reg", None, "--no-se")),
+        ("explain/dask", _explain_dask(None, "--method", "tree_inner", "permutation")),
+        ("explain/dask/data=nan_a.csv", _explain_dask("nan_a.csv")),
         ("select/--top-k=2", _select("--top-k", "2")),
     ]
     return cases + [CliCase(name, argv, True) for name, argv in valid]

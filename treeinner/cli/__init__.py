@@ -27,6 +27,13 @@ error. Object (string) columns of categorical features become pandas categorical
 losses other than RMSE). ``--seed`` (default 0) seeds permutation importance and the unbiased
 gain.
 
+Dask: ``--data`` as a glob pattern or a directory reads the files (Parquet, CSV or TSV, one
+type) with Dask, lazily, a partition at a time; ``--scheduler ADDRESS`` computes on a running
+Dask cluster and ``--scheduler local`` (``--workers N``) on a local one started and closed for
+the run (any ``--data`` is then read with Dask). Every method takes the Dask path of the
+library (per-partition sums added up); ``--bootstrap`` and ``--chunk-rows`` are refused, and
+``n_rows`` in the JSON comes from the Parquet metadata (null for CSV).
+
 **treeinner select** MODEL --data FILE --target COLUMN [--method M] [--attribution A]
 [--threshold T] [--top-k K] [--out FILE]: prints the names of the features
 ``treeinner.select_features`` keeps, one per line (and writes them to ``--out``).
@@ -54,7 +61,9 @@ chunks' sums (means divided by the total row weight). A tqdm progress bar on std
 rows, advances per chunk; ``permutation`` and ``unbiased_gain`` advance it once, as does
 everything with ``--bootstrap`` (one library call). The bar appears only when stderr is a
 terminal and the work has lasted over two seconds; ``--progress always|never`` or the
-environment variable ``TREEINNER_PROGRESS`` overrides that, ``--quiet`` turns it off.
+environment variable ``TREEINNER_PROGRESS`` overrides that, ``--quiet`` turns it off. With
+Dask input the bar counts partition tasks (``_dask.reporting``), its total growing as the
+library schedules them.
 
 Layout: ``_parser`` (the argument parser), ``_io`` (data and model files in, tables and plots
 out), ``_commands`` (the subcommands), ``_compute`` (the chunked computation and the progress

@@ -4,11 +4,14 @@ the files, compute (through the method registry), print and write the results.""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import inspect
+import logging
 import os
 import sys
 import textwrap
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -21,6 +24,7 @@ from . import _io
 from ._compute import (
     compute_importance,
     compute_significance,
+    dask_progress,
     progress_bar,
     show_label,
     work_rows,
@@ -45,21 +49,62 @@ def select_default_method() -> str:
     return select_default("method")
 
 
-def _bar(args: argparse.Namespace, desc: str, total: int) -> Any:
-    return progress_bar(desc, "never" if args.quiet else args.progress, total)
+def _bar(args: argparse.Namespace, desc: str, total: int, unit: str = "rows") -> Any:
+    return progress_bar(desc, "never" if args.quiet else args.progress, total, unit)
 
 
-def _read_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, Any]:
-    """The model, the data's feature columns, target, weights and the reference data of a
-    command's arguments."""
+def _lazy(args: argparse.Namespace) -> bool:
+    """Whether --data is read with Dask: several files, or a Dask cluster to compute on."""
+    return _io.is_many(args.data) or args.scheduler is not None
+
+
+@contextlib.contextmanager
+def _cluster(args: argparse.Namespace) -> Iterator[None]:
+    """The Dask cluster of --scheduler for the block: a running one (an address) or a
+    ``distributed.LocalCluster`` of --workers processes started and closed here ('local');
+    without --scheduler, nothing (Dask input then runs on Dask's threads)."""
+    if args.workers is not None and args.scheduler != "local":
+        raise CLIError("--workers sets the size of --scheduler local; pass both")
+    if args.scheduler is None:
+        yield
+        return
+    if importlib.util.find_spec("distributed") is None:
+        raise ImportError("--scheduler needs Dask's distributed: pip install 'treeinner[dask]'")
+    from distributed import Client, LocalCluster
+
+    if args.scheduler == "local":
+        if args.workers is not None:
+            check_count("--workers", args.workers)
+        with (
+            LocalCluster(
+                n_workers=args.workers, dashboard_address=":0", silence_logs=logging.ERROR
+            ) as cluster,
+            Client(cluster),
+        ):
+            yield
+        return
+    try:
+        client = Client(args.scheduler, timeout="10s")
+    except (OSError, TimeoutError, ValueError) as e:
+        raise CLIError(f"cannot reach the Dask scheduler {args.scheduler!r}: {one_line(e)}") from e
+    with client:
+        yield
+
+
+def _read_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, Any, int | None]:
+    """The model, the data's feature columns, target, weights, the reference data and the
+    number of rows (None where Dask input does not record it) of a command's arguments."""
     check_count("--seed", args.seed, minimum=0)
     _io.check_exists(args.model, "model file")
-    _io.check_exists(args.data, "data file")
+    if _lazy(args):
+        df, n = _io.read_dask_table(args.data)
+    else:
+        _io.check_exists(args.data, "data file")
+        df = _io.read_table(args.data)
+        n = len(df)
     ens = _io.load_model(args.model)
     soft = args.soft_labels
-    X, y, w = _io.split_data(
-        ens, _io.read_table(args.data), args.data, args.target, args.weight, soft_labels=soft
-    )
+    X, y, w = _io.split_data(ens, df, args.data, args.target, args.weight, soft_labels=soft)
     reference = None
     if args.reference is not None:
         df = _io.read_table(args.reference, "reference file")
@@ -67,7 +112,7 @@ def _read_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, Any, Any]:
             ens, df, args.reference, args.target, args.weight, soft_labels=soft
         )
         reference = (Xr, yr) if wr is None else (Xr, yr, wr)
-    return ens, X, y, w, reference
+    return ens, X, y, w, reference, n
 
 
 _REFERENCE_HINT = "pass the training data with --reference FILE"
@@ -142,6 +187,13 @@ def _check_explain(args: argparse.Namespace) -> list[str]:
         raise CLIError(f"--bootstrap must be 0 or at least 2; got {args.bootstrap}")
     if args.bootstrap and args.no_se:
         raise CLIError("--bootstrap adds standard errors and --no-se leaves them out; pass one")
+    if _lazy(args) and args.bootstrap:
+        raise CLIError(
+            "--bootstrap resamples the rows in memory; with data read by Dask (several files, "
+            "--scheduler) the standard errors are the one-pass ones (leave out --bootstrap)"
+        )
+    if _lazy(args) and args.chunk_rows is not None:
+        raise CLIError("--chunk-rows sizes in-memory chunks; Dask input goes by partition")
     if not 0.0 < args.alpha < 1.0:
         raise CLIError(f"--alpha must be strictly between 0 and 1; got {args.alpha}")
     _io.check_out(args.out, (".csv", ".json"), "--out")
@@ -167,8 +219,12 @@ def _explain_frame(
     import treeinner
 
     X, y, w, reference = data
-    total = len(X) if args.bootstrap else work_rows(methods, len(X))
-    with _bar(args, f"{PROG} explain", total) as bar:
+    if _lazy(args):  # the bar counts the partition tasks as the library schedules them
+        bar = _bar(args, f"{PROG} explain", 0, "tasks")
+    else:
+        total = len(X) if args.bootstrap else work_rows(methods, len(X))
+        bar = _bar(args, f"{PROG} explain", total)
+    with bar:
         common = {
             "sample_weight": w,
             "n_repeats": args.n_repeats,
@@ -199,7 +255,7 @@ def _explain_frame(
         return frame
 
 
-def _settings(args: argparse.Namespace, ens: Any, methods: list[str], n_rows: int) -> dict:
+def _settings(args: argparse.Namespace, ens: Any, methods: list[str], n_rows: int | None) -> dict:
     """The run's settings recorded in a JSON ``--out`` file."""
     return {
         "model": os.fspath(args.model),
@@ -207,7 +263,7 @@ def _settings(args: argparse.Namespace, ens: Any, methods: list[str], n_rows: in
         "target": args.target,
         "weight": args.weight,
         "reference": args.reference,
-        "n_rows": int(n_rows),
+        "n_rows": None if n_rows is None else int(n_rows),
         "objective": ens.objective,
         "methods": methods,
         "attribution": args.attribution,
@@ -222,14 +278,15 @@ def explain(args: argparse.Namespace) -> int:
     """``treeinner explain``: print (and write, and plot) the significance table (the
     importance table with --no-se or --bootstrap)."""
     methods = _check_explain(args)
-    ens, X, y, w, reference = _read_inputs(args)
-    if args.method is None:
-        _drop_missing_gains(ens, X, methods, reference)
-    try:
-        frame = _explain_frame(args, ens, (X, y, w, reference), methods)
-    except ValueError as e:
-        _hint_reference(e, reference, "explain")
-        raise
+    with _cluster(args):
+        ens, X, y, w, reference, n = _read_inputs(args)
+        if args.method is None:
+            _drop_missing_gains(ens, X, methods, reference)
+        try:
+            frame = _explain_frame(args, ens, (X, y, w, reference), methods)
+        except ValueError as e:
+            _hint_reference(e, reference, "explain")
+            raise
     long = "method" in frame.columns  # the significance table
     if long:
         print(_format_significance(frame, args.top, args.alpha))
@@ -239,7 +296,7 @@ def explain(args: argparse.Namespace) -> int:
     if args.out is not None:
         # wide tables: every column (with --bootstrap also the m_se columns) is a "method"
         names = methods if long else list(frame.columns)
-        settings = _settings(args, ens, names, len(X))
+        settings = _settings(args, ens, names, n)
         if long:
             _io.write_significance(args.out, frame, settings)
         else:
@@ -272,7 +329,6 @@ def select(args: argparse.Namespace) -> int:
     """``treeinner select``: print (and write) the features ``select_features`` keeps (with
     --rule and --alpha, the rule and level of its choice; without --alpha, the rule's default
     level, ``treeinner.selection.DEFAULT_ALPHA``)."""
-    import treeinner
 
     methods = resolve(args.method, args.attribution)  # fail before reading any file
     if len(methods) != 1:
@@ -282,34 +338,49 @@ def select(args: argparse.Namespace) -> int:
         check_count("--top-k", args.top_k)
     _check_rule(args, method)
     _io.check_out(args.out, None, "--out")
-    ens, X, y, w, reference = _read_inputs(args)
-    try:
-        with _bar(args, f"{PROG} select", len(X)) as bar:
-            show_label(bar, method)
-            kept = treeinner.select_features(
-                ens,
-                X,
-                y,
-                method=args.method,
-                attribution=args.attribution,
-                rule=args.rule,
-                alpha=args.alpha,
-                threshold=args.threshold,
-                top_k=args.top_k,
-                sample_weight=w,
-                reference=reference,
-                random_state=args.seed,
-            )
-            bar.update(len(X))
-    except ValueError as e:
-        _hint_reference(e, reference, "select")
-        raise
+    with _cluster(args):
+        kept = _select(args, method)
     text = "".join(f"{name}\n" for name in kept)
     sys.stdout.write(text)
     sys.stdout.flush()
     if args.out is not None:
         _io.write_text(args.out, text)
     return 0
+
+
+def _select(args: argparse.Namespace, method: str) -> list[str]:
+    """The features ``select_features`` keeps, with a progress bar (rows, or the partition
+    tasks of Dask input)."""
+    import treeinner
+
+    ens, X, y, w, reference, _ = _read_inputs(args)
+    lazy = _lazy(args)
+    try:
+        with _bar(
+            args, f"{PROG} select", 0 if lazy else len(X), "tasks" if lazy else "rows"
+        ) as bar:
+            show_label(bar, method)
+            with dask_progress(bar, lazy):
+                kept = treeinner.select_features(
+                    ens,
+                    X,
+                    y,
+                    method=args.method,
+                    attribution=args.attribution,
+                    rule=args.rule,
+                    alpha=args.alpha,
+                    threshold=args.threshold,
+                    top_k=args.top_k,
+                    sample_weight=w,
+                    reference=reference,
+                    random_state=args.seed,
+                )
+            if not lazy:
+                bar.update(len(X))
+    except ValueError as e:
+        _hint_reference(e, reference, "select")
+        raise
+    return list(kept)
 
 
 def demo(args: argparse.Namespace) -> int:

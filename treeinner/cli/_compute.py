@@ -1,9 +1,11 @@
 """The command line's computation: every method through the registry (``treeinner._methods``),
 row-additive ones in chunks of rows, advancing a tqdm progress bar on stderr; scores alone
-(``compute_importance``) or with their sampling errors (``compute_significance``)."""
+(``compute_importance``) or with their sampling errors (``compute_significance``). Dask input
+is computed by the library's partition path, each partition task advancing the bar."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -17,6 +19,7 @@ from tqdm import tqdm
 
 from .. import _stats
 from .._api import check_alpha, n_rows
+from .._dask import is_dask, reporting
 from .._errors import InputError
 from .._methods import Method, Options, get, significance_table, total_weight
 
@@ -47,8 +50,8 @@ def resolve_mode(mode: str | None) -> str:
     return mode
 
 
-def progress_bar(desc: str, mode: str | None = None, total: int = 0) -> tqdm:
-    """A tqdm bar on stderr counting rows.
+def progress_bar(desc: str, mode: str | None = None, total: int = 0, unit: str = "rows") -> tqdm:
+    """A tqdm bar on stderr counting rows (or ``unit``).
 
     ``mode`` (see ``resolve_mode``): ``"auto"`` draws only when stderr is a terminal and the
     work has lasted two seconds; ``"always"`` draws every update from the start on any stream
@@ -59,7 +62,7 @@ def progress_bar(desc: str, mode: str | None = None, total: int = 0) -> tqdm:
     return tqdm(
         total=total,
         desc=desc,
-        unit="rows",
+        unit=unit,
         file=sys.stderr,
         disable=None if auto else mode == "never",  # None: only on a terminal
         delay=2.0 if auto else 0.0,
@@ -171,8 +174,11 @@ def _setup(
 
     ens = treeinner.from_model(model)
     chunk_rows = _check_chunk_rows(chunk_rows)
-    y = None if y is None else np.asarray(y)
-    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    if y is not None and not is_dask(y):
+        y = np.asarray(y)
+    w = sample_weight
+    if w is not None and not is_dask(w):
+        w = np.asarray(w, dtype=np.float64)
     opts = Options(
         sample_weight=w, reference=reference, random_state=random_state, n_repeats=n_repeats
     )
@@ -242,7 +248,8 @@ def compute_importance(
         model, y, sample_weight, n_repeats, random_state, reference, chunk_rows
     )
     specs = [get(m) for m in methods]
-    n = n_rows(X)
+    lazy = is_dask(X)
+    n = 0 if lazy else n_rows(X)
     cols: dict[str, np.ndarray] = {}
     for m in specs:
         if progress is not None:
@@ -251,11 +258,19 @@ def compute_importance(
         if m.row_additive and n > 0:
             score = _chunked(ens, m, X, ym, opts, chunk_rows, progress)
         else:
-            score = m.score(ens, X, ym, opts)
-            if progress is not None and m.uses_data:
+            with dask_progress(progress, lazy):
+                score = m.score(ens, X, ym, opts)
+            if progress is not None and m.uses_data and not lazy:
                 progress.update(n)
         cols[m.name] = np.asarray(score, dtype=np.float64).sum(axis=1)
     return pd.DataFrame(cols, index=list(ens.output_names))
+
+
+def dask_progress(progress: tqdm | None, lazy: bool) -> Any:
+    """Dask input: its partition tasks advance the bar (``_dask.reporting``)."""
+    if progress is None or not lazy:
+        return contextlib.nullcontext()
+    return reporting(progress)
 
 
 def compute_significance(
@@ -305,7 +320,8 @@ def compute_significance(
         model, y, sample_weight, n_repeats, random_state, reference, chunk_rows
     )
     specs = [get(m) for m in methods]
-    n = n_rows(X)
+    lazy = is_dask(X)
+    n = 0 if lazy else n_rows(X)
     est: dict[str, _stats.Estimate | None] = {}
     plain: dict[str, np.ndarray] = {}
     for m in specs:
@@ -320,9 +336,10 @@ def compute_significance(
             est[m.name] = None
             plain[m.name] = _chunked(ens, m, X, ym, opts, chunk_rows, progress)
             continue
-        est[m.name] = m.estimate(ens, X, ym, opts)
-        if est[m.name] is None:
-            plain[m.name] = m.score(ens, X, ym, opts)
-        if progress is not None and m.uses_data:
+        with dask_progress(progress, lazy):
+            est[m.name] = m.estimate(ens, X, ym, opts)
+            if est[m.name] is None:
+                plain[m.name] = m.score(ens, X, ym, opts)
+        if progress is not None and m.uses_data and not lazy:
             progress.update(n)
     return significance_table(est, plain, list(ens.output_names), ens.n_outputs, alpha)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import importlib.util
 import json
 import math
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._dask import is_dask
 from ._errors import CLIError, one_line
 
 _CSV = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz", ".csv.zst", ".csv.zip")
@@ -96,6 +98,77 @@ def read_table(path: str, what: str = "data file") -> pd.DataFrame:
     return df
 
 
+def is_many(path: str) -> bool:
+    """Whether ``--data`` names several files for Dask: a glob pattern or a directory."""
+    return any(c in os.fspath(path) for c in "*?[") or os.path.isdir(path)
+
+
+def _files(path: str) -> list[str]:
+    """The data files a pattern or directory names, sorted."""
+    if os.path.isdir(path):
+        names = [os.path.join(path, f) for f in os.listdir(path)]
+        found = [f for f in names if lower(f).endswith(_PARQUET + _CSV + _TSV)]
+    else:
+        found = [f for f in glob.glob(path) if os.path.isfile(f)]
+    if not found:
+        raise CLIError(f"no data files match {path!r}")
+    return sorted(found)
+
+
+def read_dask_table(path: str) -> tuple[Any, int | None]:
+    """The files ``path`` names (a glob pattern, a directory or one file) as a Dask DataFrame
+    read lazily, a partition at a time, and their row count where the files record it
+    (Parquet metadata; None for CSV and TSV).
+
+    Raises
+    ------
+    CLIError
+        For no matching file, files of mixed or unsupported types, or unreadable files.
+    ImportError
+        Without Dask (or pyarrow for Parquet).
+    """
+    if importlib.util.find_spec("dask") is None:
+        raise ImportError("--data with several files needs Dask: pip install 'treeinner[dask]'")
+    files = [path] if os.path.isfile(path) else _files(path)
+    kinds = {_kind(f) for f in files}
+    if len(kinds) != 1:
+        raise CLIError(f"{path!r} names files of different types ({', '.join(sorted(kinds))})")
+    import dask.dataframe as dd
+
+    kind = kinds.pop()
+    try:
+        if kind == "parquet":
+            df = dd.read_parquet(files)
+            n = _parquet_rows(files)
+        else:
+            plain = all(lower(f).endswith((".csv", ".tsv", ".tab")) for f in files)
+            sep = "\t" if kind == "tsv" else ","  # compressed files: one partition each
+            df = dd.read_csv(files, sep=sep, blocksize="64MB" if plain else None)
+            n = None
+        # no rows: column types inferred from nothing (text), so say it before they mislead
+        empty = n == 0 if n is not None else len(df.head(1, npartitions=-1)) == 0
+    except ImportError:
+        raise
+    except Exception as e:
+        raise CLIError(f"cannot read data files {path!r}: {one_line(e)}") from e
+    if empty:
+        raise CLIError(f"data files {path!r} have no rows")
+    df.columns = [str(c) for c in df.columns]
+    return df, n
+
+
+def _kind(path: str) -> str:
+    _reader(path)  # a CLIError for an unsupported extension
+    name = lower(path)
+    return "parquet" if name.endswith(_PARQUET) else "csv" if name.endswith(_CSV) else "tsv"
+
+
+def _parquet_rows(files: Sequence[str]) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+
+
 def load_model(path: str) -> Any:
     """The ``TreeEnsemble`` of a model file (``treeinner.load``), with one-line errors."""
     import treeinner
@@ -123,6 +196,10 @@ def _labels_and_weights(
             raise CLIError(f"{what} column {col!r} not found in {path!r} (columns: {shown})")
     if weight is not None and weight == target:
         raise CLIError("--weight and --target name the same column")
+    if is_dask(df):  # lazy: the columns as Dask Series (no rows: an error when computed)
+        if weight is not None and not _readable(df[weight]):
+            raise CLIError(f"weight column {weight!r} is not numeric")
+        return df[target], None if weight is None else df[weight].astype(np.float64)
     if len(df) == 0:
         raise CLIError(f"data file {path!r} has no rows")
     w = None
@@ -204,15 +281,21 @@ def split_data(
     soft_labels: bool = False,
 ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray | None]:
     """Split a data file's frame into the model's features, the labels and the weights
-    (``treeinner.SoftLabels`` with ``soft_labels``: probabilities as labels on purpose)."""
+    (``treeinner.SoftLabels`` with ``soft_labels``: probabilities as labels on purpose); a
+    Dask DataFrame into Dask columns."""
     y, w = _labels_and_weights(df, path, target, weight)
     if soft_labels:
         from treeinner.objectives import SoftLabels
 
-        try:
-            y = SoftLabels(y)
-        except (TypeError, ValueError) as e:
-            raise CLIError(f"target column {target!r} of {path!r} is not numeric") from e
+        if is_dask(y):  # every partition's labels marked, where it is read
+            if not _readable(y):
+                raise CLIError(f"target column {target!r} of {path!r} is not numeric")
+            y = y.to_dask_array().map_blocks(SoftLabels, dtype=np.float64, meta=np.empty(0))
+        else:
+            try:
+                y = SoftLabels(y)
+            except (TypeError, ValueError) as e:
+                raise CLIError(f"target column {target!r} of {path!r} is not numeric") from e
     X = df.drop(columns=[c for c in (target, weight) if c is not None])
     if ens.named:
         X = _match_features(ens, X, path)

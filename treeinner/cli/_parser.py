@@ -41,7 +41,14 @@ def _attribution_option(p: argparse.ArgumentParser) -> None:
 
 def _data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", help="model file (.json, .ubj, .txt, .cbm, .npz)")
-    p.add_argument("--data", required=True, metavar="FILE", help="CSV, TSV or Parquet data")
+    p.add_argument(
+        "--data",
+        required=True,
+        metavar="FILE",
+        help="CSV, TSV or Parquet data; a glob pattern in quotes ('data/*.parquet') or a "
+        "directory reads many files with Dask, a partition at a time (memory bounded by a "
+        "few partitions, not the data's size)",
+    )
     p.add_argument("--target", required=True, metavar="COLUMN", help="the label column")
     p.add_argument(
         "--sample-weight",
@@ -72,6 +79,20 @@ def _data_options(p: argparse.ArgumentParser) -> None:
         default=0,
         help="random seed of permutation importance and the unbiased gain (default 0; the "
         "library's random_state)",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="compute on a running Dask cluster (its scheduler's address, e.g. "
+        "tcp://10.0.0.5:8786), or 'local' to start a local cluster of worker processes for "
+        "the run; --data is then read with Dask (default for several files: Dask's "
+        "threads in this process)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="worker processes of --scheduler local (default: Dask's choice for this machine)",
     )
     _attribution_option(p)
 
