@@ -287,6 +287,30 @@ def test_permutation_in_batches_and_of_raw_categorical_columns(data, client, mon
     _close(got.to_numpy(), ref.to_numpy())
 
 
+def test_columns_of_one_parquet_dataset(data, models, client, tmp_path):
+    """``lake[features]`` and ``lake["y"]`` of one ``read_parquet``: Dask partitions the
+    projection of one column more coarsely than that of many, so the labels and weights are
+    read with X, as one frame (``_dask.pieces``)."""
+    *_, Xv, yv, _, w = data
+    for i in range(7):  # files of 100 rows: Dask puts several in a partition of one column
+        part = Xv.iloc[100 * i : 100 * (i + 1)]
+        part.assign(y=yv[100 * i : 100 * (i + 1)], w=w[100 * i : 100 * (i + 1)]).to_parquet(
+            tmp_path / f"part-{i}.parquet"
+        )
+    lake = dd.read_parquet(str(tmp_path / "*.parquet"))
+    dX, dy, dw = lake[COLUMNS], lake["y"], lake["w"]
+    # Dask 2026.8 fuses the one-column files into 3 partitions when it optimises the graph
+    assert len(_dask.partitions(dX)) == 7 and len(_dask.partitions(dy)) <= 7
+    parts, ys, ws = _dask.pieces(dX, dy, dw)
+    assert len(parts) == len(ys) == len(ws) == 7
+    model = models[0][1]
+    for methods in (["tree_inner", "abs_shap"], ["permutation"]):
+        kw = {"methods": methods, "random_state": 0, "n_repeats": 2}
+        got = treeinner.importance(model, dX, dy, sample_weight=dw, **kw)
+        _close(got.to_numpy(), treeinner.importance(model, Xv, yv, sample_weight=w, **kw))
+    _close(treeinner.unbiased_gain(model, dX, dy), treeinner.unbiased_gain(model, Xv, yv))
+
+
 def test_every_method_takes_dask_input(data, models, client):
     """importance()'s default methods (permutation and the unbiased gain among them) on a
     Dask DataFrame: the in-memory table."""

@@ -25,7 +25,7 @@ import numpy as np
 
 from ._errors import InputError, InputTypeError
 
-__all__ = ["is_dask", "map_add", "map_rows", "partitions", "reporting", "row_counts"]
+__all__ = ["is_dask", "map_add", "map_rows", "partitions", "pieces", "reporting", "row_counts"]
 
 # The progress bar of ``reporting``: told of every partition task of ``map_add`` when it is
 # scheduled (its ``total`` grows) and when it is done (``update(1)``).
@@ -84,16 +84,75 @@ def partitions(X: Any) -> list[Any]:
     return list(blocks[:, 0] if X.ndim == 2 else blocks)
 
 
-def row_counts(X: Any) -> list[int]:
-    """The row count of every partition of the Dask collection ``X``: from its chunks where
-    Dask knows them, else computed (a pass over the partitions)."""
+def row_counts(X: Any, y: Any = None, sample_weight: Any = None) -> list[int]:
+    """The row count of every partition of the Dask collection ``X`` (as ``pieces`` cuts it
+    with ``y`` and ``sample_weight``): from its chunks where Dask knows them, else computed (a
+    pass over the partitions)."""
     import dask
 
     X = _whole_rows(X)
     counts = _row_chunks(X)
     if counts is None:
-        counts = dask.compute(*[_len(p) for p in partitions(X)])
+        parts, _, _ = pieces(X, y, sample_weight, counts=())
+        counts = dask.compute(*[_len(p) for p in parts])
     return [int(c) for c in counts]
+
+
+# the columns a Dask DataFrame X carries for its labels and weights within ``pieces``
+_JOINED = {"y": "__treeinner_y__", "sample_weight": "__treeinner_w__"}
+
+
+def _co_aligned(X: Any, v: Any) -> bool:
+    """Whether the Dask DataFrame X and Series v come from the same data by row-wise
+    operations (a column of the same frame), so that joining them moves no rows."""
+    try:
+        from dask.dataframe.dask_expr._expr import are_co_aligned
+    except ImportError:  # another Dask: only partition counts can be compared
+        return False
+    return bool(are_co_aligned(X.expr, v.expr))
+
+
+def _columns_of(part: Any, names: tuple[str, ...]) -> tuple[Any, ...]:
+    """One partition of a joined frame split back into X and its label/weight columns."""
+    return (part.drop(columns=list(names)), *(part[n] for n in names))
+
+
+def pieces(
+    X: Any, y: Any = None, sample_weight: Any = None, counts: Sequence[int] | None = None
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """The partitions of the Dask collection ``X`` (Delayed, in row order) and ``y`` and
+    ``sample_weight`` cut alike (None where not given).
+
+    Labels and weights that are columns of the same Dask DataFrame as X (``frame[cols]``,
+    ``frame["y"]``) are read with X, as one frame: Dask may partition a projection of few
+    columns differently from one of many. Other Dask collections must be partitioned as X;
+    in-memory arrays are cut by the partitions' row counts (``counts`` where the caller
+    knows them; ``()`` only for the partitions of X)."""
+    import dask
+
+    X = _whole_rows(X)
+    named = {"y": y, "sample_weight": sample_weight}
+    joined = {
+        k: v
+        for k, v in named.items()
+        if _is_frame(X) and is_dask(v) and _is_frame(v) and v.ndim == 1 and _co_aligned(X, v)
+    }
+    if joined:
+        frame = X.assign(**{_JOINED[k]: v for k, v in joined.items()})
+        names = tuple(_JOINED[k] for k in joined)
+        split = dask.delayed(_columns_of, pure=True, nout=1 + len(names))
+        cut = [split(p, names) for p in frame.to_delayed()]
+        parts = [c[0] for c in cut]
+        for i, k in enumerate(joined, start=1):
+            named[k] = [c[i] for c in cut]
+    else:
+        parts = partitions(X)
+    if counts == ():
+        return parts, [], []
+    for k, v in named.items():
+        if k not in joined:
+            named[k] = _split_like(v, X, parts, k, counts)
+    return parts, named["y"], named["sample_weight"]
 
 
 def _split_like(
@@ -118,7 +177,9 @@ def _split_like(
         return parts
     arr = np.asarray(v)
     if counts is None:
-        counts = row_counts(X)
+        import dask
+
+        counts = dask.compute(*[_len(p) for p in parts_X])
     ends = np.cumsum(counts)
     if arr.shape[0] != (ends[-1] if len(ends) else 0):
         raise InputError(f"{name} has {arr.shape[0]} rows but X has {int(ends[-1])}.")
@@ -212,10 +273,7 @@ def map_add(
 
     if not is_dask(X):
         raise InputTypeError(f"map_add takes a Dask collection, got {type(X).__name__}.")
-    X = _whole_rows(X)
-    parts = partitions(X)
-    ys = _split_like(y, X, parts, "y", counts)
-    ws = _split_like(sample_weight, X, parts, "sample_weight", counts)
+    parts, ys, ws = pieces(X, y, sample_weight, counts)
     data = _shared(shared)
     task = dask.delayed(_task, pure=True)
     if extra is None:

@@ -10,7 +10,7 @@ import pandas as pd
 
 from . import _api, _input
 from ._api import public
-from ._dask import is_dask, map_add, partitions, row_counts
+from ._dask import is_dask, map_add, pieces, row_counts
 from ._staged import _weights
 from .adapters import from_model
 from .attribution import data_sums
@@ -238,8 +238,8 @@ def _dask_permutation(
     added in a tree (``_dask.map_add``)."""
     import dask
 
-    parts = partitions(X)
-    counts = row_counts(X)
+    parts, _, _ = pieces(X, y, sample_weight, counts=())
+    counts = row_counts(X, y, sample_weight)
     args = (ens, obj)
     base, weight = map_add(_partition_base, args, X, y, sample_weight, counts=counts)
     ends = np.cumsum(counts)
@@ -249,8 +249,8 @@ def _dask_permutation(
     for batch in _batches(len(unit_feature), int(ends[-1])):
         feats = unit_feature[batch]
         js = np.unique(feats)
-        pieces = dask.compute(*[gather(args, p, js) for p in parts])
-        columns = {j: np.concatenate([c[k] for c in pieces]) for k, j in enumerate(js)}
+        gathered = dask.compute(*[gather(args, p, js) for p in parts])
+        columns = {j: np.concatenate([c[k] for c in gathered]) for k, j in enumerate(js)}
         values = _draw(columns, feats, rng)
         by_feature = [np.flatnonzero(feats == j) for j in js]
         extra = [
