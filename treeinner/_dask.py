@@ -74,10 +74,14 @@ def _row_chunks(X: Any) -> Sequence[float] | None:
     return None if any(np.isnan(c) for c in chunks) else chunks
 
 
-def partitions(X: Any) -> list[Any]:
+def partitions(X: Any, y: Any = None, sample_weight: Any = None) -> list[Any]:
     """The partitions of a Dask array (all columns in each) or DataFrame, as Delayed objects
-    in row order: one per row chunk of ``X``."""
-    X = _whole_rows(X)
+    in row order: one per row chunk of ``X``, as ``pieces`` cuts them with ``y`` and
+    ``sample_weight``."""
+    return _cut(X, y, sample_weight)[0]
+
+
+def _blocks_of(X: Any) -> list[Any]:
     if _is_frame(X):
         return list(X.to_delayed())
     blocks = X.to_delayed()
@@ -93,8 +97,7 @@ def row_counts(X: Any, y: Any = None, sample_weight: Any = None) -> list[int]:
     X = _whole_rows(X)
     counts = _row_chunks(X)
     if counts is None:
-        parts, _, _ = pieces(X, y, sample_weight, counts=())
-        counts = dask.compute(*[_len(p) for p in parts])
+        counts = dask.compute(*[_len(p) for p in partitions(X, y, sample_weight)])
     return [int(c) for c in counts]
 
 
@@ -117,6 +120,26 @@ def _columns_of(part: Any, names: tuple[str, ...]) -> tuple[Any, ...]:
     return (part.drop(columns=list(names)), *(part[n] for n in names))
 
 
+def _cut(X: Any, y: Any, sample_weight: Any) -> tuple[list[Any], dict[str, list[Any]]]:
+    """The partitions of X, and those of the labels and weights that are columns of the same
+    Dask DataFrame (read with X, as one frame), by name (``y``, ``sample_weight``)."""
+    import dask
+
+    X = _whole_rows(X)
+    joined = {
+        k: v
+        for k, v in (("y", y), ("sample_weight", sample_weight))
+        if _is_frame(X) and is_dask(v) and _is_frame(v) and v.ndim == 1 and _co_aligned(X, v)
+    }
+    if not joined:
+        return _blocks_of(X), {}
+    frame = X.assign(**{_JOINED[k]: v for k, v in joined.items()})
+    names = tuple(_JOINED[k] for k in joined)
+    split = dask.delayed(_columns_of, pure=True, nout=1 + len(names))
+    cut = [split(p, names) for p in frame.to_delayed()]
+    return [c[0] for c in cut], {k: [c[i] for c in cut] for i, k in enumerate(joined, start=1)}
+
+
 def pieces(
     X: Any, y: Any = None, sample_weight: Any = None, counts: Sequence[int] | None = None
 ) -> tuple[list[Any], list[Any], list[Any]]:
@@ -127,32 +150,14 @@ def pieces(
     ``frame["y"]``) are read with X, as one frame: Dask may partition a projection of few
     columns differently from one of many. Other Dask collections must be partitioned as X;
     in-memory arrays are cut by the partitions' row counts (``counts`` where the caller
-    knows them; ``()`` only for the partitions of X)."""
-    import dask
-
+    knows them)."""
+    parts, joined = _cut(X, y, sample_weight)
     X = _whole_rows(X)
-    named = {"y": y, "sample_weight": sample_weight}
-    joined = {
-        k: v
-        for k, v in named.items()
-        if _is_frame(X) and is_dask(v) and _is_frame(v) and v.ndim == 1 and _co_aligned(X, v)
-    }
-    if joined:
-        frame = X.assign(**{_JOINED[k]: v for k, v in joined.items()})
-        names = tuple(_JOINED[k] for k in joined)
-        split = dask.delayed(_columns_of, pure=True, nout=1 + len(names))
-        cut = [split(p, names) for p in frame.to_delayed()]
-        parts = [c[0] for c in cut]
-        for i, k in enumerate(joined, start=1):
-            named[k] = [c[i] for c in cut]
-    else:
-        parts = partitions(X)
-    if counts == ():
-        return parts, [], []
-    for k, v in named.items():
-        if k not in joined:
-            named[k] = _split_like(v, X, parts, k, counts)
-    return parts, named["y"], named["sample_weight"]
+    cut = [
+        joined[k] if k in joined else _split_like(v, X, parts, k, counts)
+        for k, v in (("y", y), ("sample_weight", sample_weight))
+    ]
+    return parts, cut[0], cut[1]
 
 
 def _split_like(
@@ -167,7 +172,7 @@ def _split_like(
     if is_dask(v):
         if not _is_frame(v) and not _is_frame(X) and _row_chunks(X) is not None:
             v = v.rechunk((X.chunks[0],))  # arrays: align the chunks with X's
-        parts = partitions(v)
+        parts = _blocks_of(_whole_rows(v))
         if len(parts) != len(parts_X):
             raise InputError(
                 f"{name} has {len(parts)} partitions and X {len(parts_X)}; pass {name} "

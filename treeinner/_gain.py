@@ -10,7 +10,7 @@ import pandas as pd
 
 from . import _api, _input
 from ._api import public
-from ._dask import is_dask, map_add, pieces, row_counts
+from ._dask import is_dask, map_add, partitions, row_counts
 from ._staged import _weights
 from .adapters import from_model
 from .attribution import data_sums
@@ -238,7 +238,7 @@ def _dask_permutation(
     added in a tree (``_dask.map_add``)."""
     import dask
 
-    parts, _, _ = pieces(X, y, sample_weight, counts=())
+    parts = partitions(X, y, sample_weight)
     counts = row_counts(X, y, sample_weight)
     args = (ens, obj)
     base, weight = map_add(_partition_base, args, X, y, sample_weight, counts=counts)
