@@ -52,3 +52,42 @@ def test_float32_input_in_many_blocks_gives_the_float64_results(monkeypatch):
     for a, b in zip(ref, got):
         np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(got[0], booster.inplace_predict(X, predict_type="margin"))
+
+
+def test_dataframe_columns_copied_in_blocks_of_rows(monkeypatch):
+    """A DataFrame's columns are copied into the float64 rows a block of rows at a time:
+    every kind of column (float32, int64, bool, nullable with NA, category codes, an unused
+    text column as NaN) lands in its place for any block size, the last block partial."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(2)
+    n = 1003
+    X = pd.DataFrame(
+        {
+            "f32": rng.normal(size=n).astype(np.float32),
+            "i64": rng.integers(-(2**40), 2**40, size=n),
+            "flag": rng.random(n) < 0.5,
+            "nullable": pd.array(
+                np.where(rng.random(n) < 0.2, None, rng.integers(0, 9, n)), dtype="Int64"
+            ),  # fmt: skip
+            "city": pd.Categorical(rng.choice(["a", "b", "c"], size=n)),
+            "note": rng.choice(["x", "y"], size=n),
+        }
+    )
+    names = list(X.columns)
+    used = np.array([True, True, True, True, True, False])
+    categories = {4: ["c", "a", "b"]}
+    expected = np.column_stack(
+        [
+            X["f32"].to_numpy(np.float64),
+            X["i64"].to_numpy(np.float64),
+            X["flag"].to_numpy(np.float64),
+            X["nullable"].to_numpy(np.float64, na_value=np.nan),
+            X["city"].map({"c": 0.0, "a": 1.0, "b": 2.0}).to_numpy(np.float64),
+            np.full(n, np.nan),
+        ]
+    )
+    for elements in (6, 6 * 64, 1 << 18):  # one row a block, 64 rows, all rows at once
+        monkeypatch.setattr(_input, "CACHE_ELEMENTS", elements)
+        got = _input.frame_to_array(X, names, True, categories, used=used)
+        assert got.dtype == np.float64 and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, expected)

@@ -39,6 +39,7 @@ __all__ = [
 
 SPARSE_CHUNK = 8192
 BLOCK_ELEMENTS = 1 << 22  # values per float64 block converted from float32 input (32 MiB)
+CACHE_ELEMENTS = 1 << 18  # values per block of rows a dataframe's columns are copied into (2 MiB)
 
 
 class FeatureNamesWarning(UserWarning):
@@ -123,10 +124,16 @@ def _is_text(dtype: Any) -> bool:
 def numeric_column(s: Any) -> np.ndarray:
     """A numeric or boolean column as float64 (missing values NaN: every backend gives
     nulls of numeric columns as NaN once they are floats)."""
+    return np.asarray(_numbers(s), dtype=np.float64)
+
+
+def _numbers(s: Any) -> np.ndarray:
+    """A numeric or boolean column as a numpy array of numbers or booleans (the backend's
+    own array where it has one: float32 stays float32, no copy)."""
     arr = s.to_numpy()
     if arr.dtype.kind not in "biuf":  # nullable booleans, decimals: objects with nulls
         arr = s.cast(nw.Float64()).to_numpy()
-    return np.asarray(arr, dtype=np.float64)
+    return arr
 
 
 def _own_categories(s: Any) -> list:
@@ -209,11 +216,12 @@ def _numeric_features(
 
 
 def _convert(s: Any, dtype: Any, trained: list | None, name: str) -> np.ndarray:
-    """One numeric, boolean or categorical column as float64, any failure of the dataframe
-    library reported as an InputTypeError naming the column."""
+    """One numeric, boolean or categorical column as numbers (``_numbers``; category codes as
+    float64), any failure of the dataframe library reported as an InputTypeError naming the
+    column."""
     try:
         if dtype.is_numeric() or isinstance(dtype, nw.Boolean):
-            return numeric_column(s)
+            return _numbers(s)
         return _codes(s, trained, name)
     except (TypeError, ValueError, ArithmeticError, NotImplementedError) as e:
         raise InputTypeError(
@@ -296,21 +304,21 @@ def frame_to_array(
     native = list(frame.columns)
     cols = [str(c) for c in native]
     order = _column_order(cols, feature_names, named)
-    out = np.empty((len(frame), len(order)), dtype=np.float64)
     as_numbers = _numeric_features(len(order), categories, numeric)
     bad, coded = [], []
+    values: list[Any] = []  # per feature: its numbers (views where the backend has them), or NaN
     for j, k in enumerate(order):
         s = frame.get_column(native[k])
         dtype = s.dtype
         trained = None if categories is None else categories.get(j)
         if dtype.is_numeric() or isinstance(dtype, nw.Boolean):
-            out[:, j] = _convert(s, dtype, None, cols[k])
+            values.append(_convert(s, dtype, None, cols[k]))
         elif used is not None and not used[j]:
-            out[:, j] = np.nan  # a feature no split reads: its values are never looked at
+            values.append(np.nan)  # a feature no split reads: its values are never looked at
         elif _is_categorical(dtype) and trained is None and as_numbers[j]:
             coded.append(cols[k])
         elif _is_text(dtype) and (trained is not None or _is_categorical(dtype)):
-            out[:, j] = _convert(s, dtype, trained, cols[k])
+            values.append(_convert(s, dtype, trained, cols[k]))
         else:
             bad.append(f"{cols[k]!r} ({dtype})")
     if bad:
@@ -320,6 +328,14 @@ def frame_to_array(
         )
     if coded:
         raise _categorical_numeric(coded)
+    out = np.empty((len(frame), len(order)), dtype=np.float64)
+    # in blocks of rows that stay in cache: a column at a time over all rows would fetch
+    # every row's cache lines once per column (4x slower for 500,000 x 50 float32 values)
+    step = max(1, CACHE_ELEMENTS // max(1, len(order)))
+    for a in range(0, len(frame), step):
+        block = out[a : a + step]
+        for j, v in enumerate(values):
+            block[:, j] = v if np.isscalar(v) else v[a : a + step]
     _ORDERED[id(out)] = out
     return out
 
