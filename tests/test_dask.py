@@ -333,14 +333,19 @@ def test_what_dask_input_does_not_do_is_refused(data, models, client):
         treeinner.importance(model, dX, yv, methods=["tree_inner"], n_bootstrap=5)
 
 
-def test_misaligned_labels_are_refused(data, models, client):
+def test_labels_partitioned_otherwise_are_aligned_by_row(data, models, client):
     *_, Xv, yv, _, _ = data
     model = models[0][1]
     dX = _frame_with_empty(Xv)
     with pytest.raises(InputError, match="y has 699 rows but X has 700"):
         treeinner.tree_inner(model, dX, yv[:-1])
-    with pytest.raises(InputError, match="partitions"):
-        treeinner.tree_inner(model, dX, dd.from_pandas(pd.Series(yv), npartitions=2))
+    # labels partitioned otherwise (here persisted apart): cut again along X's partitions,
+    # row i with row i as in memory
+    ref = treeinner.tree_inner(model, Xv, yv)
+    _close(treeinner.tree_inner(model, dX, dd.from_pandas(pd.Series(yv), npartitions=2)), ref)
+    _close(treeinner.tree_inner(model, dX, da.from_array(yv, chunks=300)), ref)
+    with pytest.raises(InputError, match="y has 699 rows but X has 700"):
+        treeinner.tree_inner(model, dX, dd.from_pandas(pd.Series(yv[:-1]), npartitions=2))
     dy = da.from_array(yv, chunks=100)  # 7 chunks for 5 partitions of other sizes
     arr = _array_uneven(Xv.to_numpy())
     got = treeinner.tree_inner(model, arr, dy)  # arrays: re-chunked like X

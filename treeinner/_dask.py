@@ -163,27 +163,29 @@ def pieces(
 def _split_like(
     v: Any, X: Any, parts_X: list[Any], name: str, counts: Sequence[int] | None = None
 ) -> list[Any]:
-    """``v`` (labels or row weights) cut into pieces aligned with the partitions of ``X``:
-    a Dask collection by its own partitions (their count must match; their lengths are
-    checked inside each task), an in-memory array by the partitions' row counts (``counts``
-    where the caller knows them)."""
+    """``v`` (labels or row weights) cut into pieces aligned with the partitions of ``X``,
+    row i of v with row i of X as in memory: a Dask collection by its own partitions where it
+    has as many as X (their lengths are checked inside each task), else cut again along X's
+    partitions (their row counts computed); an in-memory array by the partitions' row counts
+    (``counts`` where the caller knows them)."""
+    import dask
+
     if v is None:
         return [None] * len(parts_X)
     if is_dask(v):
         if not _is_frame(v) and not _is_frame(X) and _row_chunks(X) is not None:
             v = v.rechunk((X.chunks[0],))  # arrays: align the chunks with X's
         parts = _blocks_of(_whole_rows(v))
-        if len(parts) != len(parts_X):
-            raise InputError(
-                f"{name} has {len(parts)} partitions and X {len(parts_X)}; pass {name} "
-                "partitioned as X (for example a column of the same Dask DataFrame, or a Dask "
-                "array with the same row chunks)."
-            )
-        return parts
+        if len(parts) == len(parts_X):
+            return parts
+        if counts is None:
+            counts = dask.compute(*[_len(p) for p in parts_X])
+        arr = v.to_dask_array(lengths=True) if _is_frame(v) else v.compute_chunk_sizes()
+        if arr.shape[0] != sum(counts):
+            raise InputError(f"{name} has {arr.shape[0]} rows but X has {sum(counts)}.")
+        return _blocks_of(arr.rechunk((tuple(int(c) for c in counts),)))
     arr = np.asarray(v)
     if counts is None:
-        import dask
-
         counts = dask.compute(*[_len(p) for p in parts_X])
     ends = np.cumsum(counts)
     if arr.shape[0] != (ends[-1] if len(ends) else 0):
