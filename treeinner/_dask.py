@@ -122,17 +122,24 @@ def _columns_of(part: Any, names: tuple[str, ...]) -> tuple[Any, ...]:
 
 def _cut(X: Any, y: Any, sample_weight: Any) -> tuple[list[Any], dict[str, list[Any]]]:
     """The partitions of X, and those of the labels and weights that are columns of the same
-    Dask DataFrame (read with X, as one frame), by name (``y``, ``sample_weight``)."""
+    Dask DataFrame but partitioned otherwise (read with X, as one frame), by name (``y``,
+    ``sample_weight``)."""
     import dask
 
     X = _whole_rows(X)
-    joined = {
+    blocks = _blocks_of(X)
+    joined = {  # as many partitions as X: the same ones, read apart (no copy of the frame)
         k: v
         for k, v in (("y", y), ("sample_weight", sample_weight))
-        if _is_frame(X) and is_dask(v) and _is_frame(v) and v.ndim == 1 and _co_aligned(X, v)
+        if _is_frame(X)
+        and is_dask(v)
+        and _is_frame(v)
+        and v.ndim == 1
+        and len(_blocks_of(v)) != len(blocks)
+        and _co_aligned(X, v)
     }
     if not joined:
-        return _blocks_of(X), {}
+        return blocks, {}
     frame = X.assign(**{_JOINED[k]: v for k, v in joined.items()})
     names = tuple(_JOINED[k] for k in joined)
     split = dask.delayed(_columns_of, pure=True, nout=1 + len(names))

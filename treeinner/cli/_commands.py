@@ -329,7 +329,6 @@ def select(args: argparse.Namespace) -> int:
     """``treeinner select``: print (and write) the features ``select_features`` keeps (with
     --rule and --alpha, the rule and level of its choice; without --alpha, the rule's default
     level, ``treeinner.selection.DEFAULT_ALPHA``)."""
-
     methods = resolve(args.method, args.attribution)  # fail before reading any file
     if len(methods) != 1:
         raise CLIError(f"select takes one --method; got {args.method!r}")
