@@ -637,25 +637,29 @@ def _select(*extra: str, data: str | None = None) -> Callable:
     return argv
 
 
+#: data files explain refuses (read alone, or with Dask as a glob pattern), and those
+#: refused for their weight column
+_BAD_DATA = (
+    "empty.csv",
+    "header.csv",
+    "nan_label.csv",
+    "string_label.csv",
+    "soft_label.csv",
+    "missing_b.csv",
+    "string_a.csv",
+    "garbage.csv",
+)
+_BAD_WEIGHTS = ("negative_weight.csv", "zero_weight.csv")
+
+
 def cli_cases() -> list[CliCase]:
     """Every command line of the corpus."""
     cases = [
-        CliCase(f"explain/data={d}", _explain("xgb_bin", d))
-        for d in (
-            "empty.csv",
-            "header.csv",
-            "nan_label.csv",
-            "string_label.csv",
-            "soft_label.csv",
-            "missing_b.csv",
-            "string_a.csv",
-            "garbage.csv",
-            "data.xlsx",
-        )
+        CliCase(f"explain/data={d}", _explain("xgb_bin", d)) for d in (*_BAD_DATA, "data.xlsx")
     ]
     cases += [
         CliCase(f"explain/weight={d}", _explain("xgb_bin", d, "--weight", "w"))
-        for d in ("negative_weight.csv", "zero_weight.csv")
+        for d in _BAD_WEIGHTS
     ]
     cases += [
         CliCase(f"explain/model={m}", _explain(m))
@@ -702,22 +706,9 @@ def cli_cases() -> list[CliCase]:
         ("--method", "gini"),
     ]
     cases += [CliCase(f"select/{k}={v}", _select(k, v)) for k, v in select_options]
+    cases += [CliCase(f"explain/dask/data={d}", _explain_dask(d)) for d in _BAD_DATA]
     cases += [
-        CliCase(f"explain/dask/data={d}", _explain_dask(d))
-        for d in (
-            "empty.csv",
-            "header.csv",
-            "nan_label.csv",
-            "string_label.csv",
-            "soft_label.csv",
-            "missing_b.csv",
-            "string_a.csv",
-            "garbage.csv",
-        )
-    ]
-    cases += [
-        CliCase(f"explain/dask/weight={d}", _explain_dask(d, "--weight", "w"))
-        for d in ("negative_weight.csv", "zero_weight.csv")
+        CliCase(f"explain/dask/weight={d}", _explain_dask(d, "--weight", "w")) for d in _BAD_WEIGHTS
     ]
     cases += [
         CliCase(f"explain/dask/{k}={v}", _explain_dask(None, k, v))
