@@ -35,6 +35,7 @@ ROW_ADDITIVE = [
     "tree_inner_shap",
     "forest_inner",
     "forest_inner_shap",
+    "forest_inner_initial",
     "abs_predecomp",
     "abs_saabas",
     "abs_shap",

@@ -201,7 +201,8 @@ def _staged_margins(ens, X):
 
 
 def _reference(ens, objective, X, y, w, attribution):
-    """TreeInner and ForestInner from their definitions, tree by tree: (p, K) arrays each."""
+    """TreeInner, ForestInner and ForestInner's initial form from their definitions, tree by
+    tree: (p, K) arrays each."""
     attr = treeinner.predecomp if attribution == "predecomp" else treeinner.saabas
     n, p, K = X.shape[0], ens.n_features, ens.n_outputs
     w = np.ones(n) if w is None else w
@@ -224,7 +225,10 @@ def _reference(ens, objective, X, y, w, attribution):
             r_sum[:, :, c] += r[:, :, c]
             neg_g_sum[:, c] += np.sum(ens.tree_group[trees] == c) * neg_g[:, c]  # per tree
     fi = np.einsum("npk,nk->pk", r_sum, w[:, None] * neg_g_sum) / np.mean(ens.learning_rate)
-    return ti, fi
+    # the initial form: the negative gradient at the margin before the first round only
+    neg_g0 = _neg_gradient(objective, margins[0], y)
+    fi0 = np.einsum("npk,nk->pk", r_sum, w[:, None] * neg_g0) / np.mean(ens.learning_rate)
+    return ti, fi, fi0
 
 
 REF_CASES = [
@@ -270,15 +274,63 @@ def test_tree_and_forest_inner_match_definitions(ref_models, case, attribution):
     assert ens.n_trees == 12 * npt * (N_CLASS if objective.startswith("multi") else 1)
     if case[2]:
         assert np.isnan(Xv).any()
-    ti_ref, fi_ref = _reference(ens, objective, Xv, yv, wv, attribution)
+    ti_ref, fi_ref, fi0_ref = _reference(ens, objective, Xv, yv, wv, attribution)
     ti = treeinner.tree_inner(ens, Xv, yv, attribution=attribution, sample_weight=wv)
     fi = treeinner.forest_inner(ens, Xv, yv, attribution=attribution, sample_weight=wv)
+    fi0 = treeinner.forest_inner(
+        ens, Xv, yv, attribution=attribution, gradient="initial", sample_weight=wv
+    )
     assert np.abs(ti_ref).max() > 0 and np.abs(fi_ref).max() > 0
-    np.testing.assert_allclose(_as_matrix(ti), ti_ref, rtol=1e-6, atol=1e-9)
-    np.testing.assert_allclose(_as_matrix(fi), fi_ref, rtol=1e-6, atol=1e-9)
-    if ti_ref.shape[1] > 1:
-        np.testing.assert_allclose(ti["total"], ti_ref.sum(axis=1), rtol=1e-6, atol=1e-9)
-        np.testing.assert_allclose(fi["total"], fi_ref.sum(axis=1), rtol=1e-6, atol=1e-9)
+    assert not np.allclose(fi0_ref, fi_ref, rtol=1e-3)  # two different numbers
+    for got, ref in ((ti, ti_ref), (fi, fi_ref), (fi0, fi0_ref)):
+        np.testing.assert_allclose(_as_matrix(got), ref, rtol=1e-6, atol=1e-9)
+        if ref.shape[1] > 1:
+            np.testing.assert_allclose(got["total"], ref.sum(axis=1), rtol=1e-6, atol=1e-9)
+
+
+def test_forest_inner_two_forms_by_hand_on_training_data():
+    """Two stumps on x = 0, 1, 2, 3 with y = 0, 0, 1, 1, squared error, base score 0.5, eta
+    0.5, lambda 0. Tree 1 splits at 1.5 with leaves -eta G/H = -/+0.25 (g = F0 - y = +/-0.5,
+    root value 0); tree 2, at margins 0.25 and 0.75, has g = +/-0.25 and leaves -/+0.125. The
+    forest's PreDecomp attribution is -/+0.375 per row, so ForestInner is (1/0.5) sum_i
+    0.375 * 0.5 = 1.5 with the initial gradient (y - F0 = -/+0.5) and (1/0.5) sum_i 0.375 *
+    0.75 = 2.25 with the staged sum (0.5 + 0.25); TreeInner is (1/0.5) (4 * 0.25 * 0.5 +
+    4 * 0.125 * 0.25) = 1.25, the total gain 1 + 0.25."""
+    X = np.array([[0.0], [1.0], [2.0], [3.0]])
+    y = np.array([0.0, 0.0, 1.0, 1.0])
+    params = {"max_depth": 1, "eta": 0.5, "reg_lambda": 0.0, "min_child_weight": 0.0,
+              "base_score": 0.5, "tree_method": "exact", "nthread": 1}  # fmt: skip
+    booster = xgb.train(params, xgb.DMatrix(X, y), 2)
+    ens = quiet_ensemble(booster)
+    np.testing.assert_array_equal(np.unique(ens.value[ens.left < 0]), [-0.25, -0.125, 0.125, 0.25])
+    initial = treeinner.forest_inner(booster, X, y, gradient="initial").to_numpy()
+    staged = treeinner.forest_inner(booster, X, y).to_numpy()
+    np.testing.assert_allclose(initial, [1.5], rtol=1e-12)
+    np.testing.assert_allclose(staged, [2.25], rtol=1e-12)
+    np.testing.assert_allclose(treeinner.tree_inner(booster, X, y).to_numpy(), [1.25])
+    np.testing.assert_allclose(treeinner.total_gain(booster).to_numpy(), [1.25])
+
+
+@pytest.mark.parametrize("case", [REF_CASES[0], REF_CASES[3], REF_CASES[4]], ids=str)
+def test_forest_inner_initial_form_with_treeshap(ref_models, case):
+    """attribution='shap': every row's TreeSHAP values (the forest's, summed over the trees)
+    times -g at the base margin, over the learning rate."""
+    booster, Xv, yv, wv = ref_models[case]
+    ens = quiet_ensemble(booster)
+    K = ens.n_outputs
+    shap = treeinner.tree_shap(ens, Xv).values.reshape(len(yv), -1, K)
+    neg_g0 = _neg_gradient(case[0], np.tile(ens.base_margin, (len(yv), 1)), yv)
+    w = np.ones(len(yv)) if wv is None else wv
+    ref = np.einsum("npk,nk->pk", shap, w[:, None] * neg_g0) / np.mean(ens.learning_rate)
+    got = treeinner.forest_inner(ens, Xv, yv, attribution="shap", gradient="initial",
+                                 sample_weight=wv)  # fmt: skip
+    np.testing.assert_allclose(_as_matrix(got), ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
+    table = treeinner.importance(ens, Xv, yv, methods=["forest_inner_initial_shap"], se=True,
+                                 sample_weight=wv)  # fmt: skip
+    np.testing.assert_allclose(table["forest_inner_initial_shap"], ref.sum(axis=1), rtol=1e-9)
+    assert (table["forest_inner_initial_shap_se"] > 0).any()
+    with pytest.raises(ValueError, match="gradient must be one of 'staged', 'initial'"):
+        treeinner.forest_inner(ens, Xv, yv, gradient="label")
 
 
 def test_tree_inner_and_forest_inner_differ_after_the_first_round(ref_models):
@@ -471,7 +523,7 @@ def test_large_input_additive_over_rows():
             np.testing.assert_allclose(whole, parts, rtol=1e-9, atol=1e-9 * np.abs(whole).max())
     # and it is still the definition
     ens = quiet_ensemble(booster)
-    ti_ref, fi_ref = _reference(ens, "binary:logistic", X, y, w, "predecomp")
+    ti_ref, fi_ref, _ = _reference(ens, "binary:logistic", X, y, w, "predecomp")
     np.testing.assert_allclose(
         treeinner.tree_inner(booster, X, y, sample_weight=w).to_numpy(), ti_ref[:, 0], rtol=1e-6
     )

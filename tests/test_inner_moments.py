@@ -113,10 +113,11 @@ def _leaf_nodes(ens, X) -> np.ndarray:
     return out
 
 
-def _reference(ens, X, y, dg, dh, forest=False, split_terms=None):
+def _reference(ens, X, y, dg, dh, forest=False, split_terms=None, initial=False):
     """Per-row terms (n, n_output_features, K), unweighted: sum over trees and path edges of
-    ``dg g + dh h`` (``forest``: ``R GS``), credited to the output features. With
-    ``split_terms`` (n, n_nodes), also adds ``dg[child] * g`` to the split's own column."""
+    ``dg g + dh h`` (``forest``: ``R GS``; with ``initial`` too: ``R (-g(F_0))``, the forest form's
+    initial-gradient variant), credited to the output features. With ``split_terms``
+    (n, n_nodes), also adds ``dg[child] * g`` to the split's own column."""
     leaves = _leaf_nodes(ens, X)
     parent = parents(ens.left, ens.right)
     n, K = leaves.shape[0], ens.n_outputs
@@ -128,6 +129,8 @@ def _reference(ens, X, y, dg, dh, forest=False, split_terms=None):
     bounds = np.r_[starts, ens.n_trees]
     for r in range(len(starts)):
         g, h = _grad_hess(ens, y, F)
+        if r == 0:
+            g0 = g
         Fn = F.copy()
         for t in range(bounds[r], bounds[r + 1]):
             c = ens.tree_group[t]
@@ -156,7 +159,7 @@ def _reference(ens, X, y, dg, dh, forest=False, split_terms=None):
                 Fn[:, c] += ens.value[leaf]
         F = Fn
     if forest:
-        A = A * GS[:, None, :]
+        A = A * (-g0 if initial else GS)[:, None, :]
     if ens.input_map is not None:
         A = np.einsum("ifc,fo->ioc", A, ens.input_map.credit)
     return A

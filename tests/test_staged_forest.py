@@ -96,6 +96,60 @@ def test_forest_inner_matches_the_per_row_reference(name, weighted):
     _close(forest_inner_sums(ens, X, y, values, sw), ref)
 
 
+@functools.cache
+def _other_booster(name: str):
+    """LightGBM and the native booster, squared error, logistic and softmax."""
+    kind = name.split("_", 1)[1]
+    X, y = task_data(41, kind, 1200, 5, tie=3)
+    w = np.random.default_rng(6).uniform(0.2, 3.0, size=700)
+    if name.startswith("lgb_"):
+        lgb = pytest.importorskip("lightgbm")
+        objective = {"regression": "regression", "binary": "binary"}.get(kind, "multiclass")
+        params = {"objective": objective, "num_leaves": 8, "learning_rate": 0.2, "verbose": -1,
+                  "num_threads": 1, "min_data_in_leaf": 5}  # fmt: skip
+        if kind == "multiclass":
+            params["num_class"] = 3
+        model = lgb.train(params, lgb.Dataset(X[:500], y[:500]), 10)
+    else:
+        from treeinner.booster import GBMClassifier, GBMRegressor
+
+        est = GBMRegressor if kind == "regression" else GBMClassifier
+        model = est(n_estimators=8, max_depth=3, learning_rate=0.3).fit(X[:500], y[:500])
+    return quiet_ensemble(model), X[500:], y[500:], w
+
+
+INITIAL_NAMES = ["regression", "binary", "multiclass", "parallel", "many_rows", "cb_regression",
+                 "cb_binary", "cb_multiclass", "lgb_regression", "lgb_binary",
+                 "lgb_multiclass", "gbm_regression", "gbm_binary", "gbm_multiclass"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", INITIAL_NAMES)
+def test_forest_inner_initial_form_matches_the_per_row_reference(name):
+    """ForestInner's initial form, ``(1/lr) sum_i w_i R_i (-g_i(F_0))``, against the per-row
+    reference from its definition (NumPy gradients at the base margin) for XGBoost,
+    CatBoost, LightGBM and the native booster, squared error, logistic and softmax; with
+    PreDecomp and Saabas, and its per-row moments too."""
+    from treeinner._inner import forest_inner_initial_moments, forest_inner_initial_sums
+
+    ens, X, y, w = (_other_booster if name[:4] in ("lgb_", "gbm_") else _model)(name)
+    lr = float(np.mean(ens.learning_rate))
+    parent = parents(ens.left, ens.right)
+    for attribution in ("predecomp", "saabas"):
+        if name.startswith("cb_") and attribution == "predecomp":
+            continue  # CatBoost's losses other than RMSE store no hessians
+        values = inner_values(ens, attribution, None)
+        dg = np.where(parent >= 0, values - values[np.maximum(parent, 0)], 0.0) / lr
+        rows = _reference(ens, X, y, dg, np.zeros_like(dg), forest=True, initial=True)
+        ref = moments_from_rows(rows, w)
+        assert np.abs(ref.s1).max() > 0
+        _close(forest_inner_initial_sums(ens, X, y, values, w), ref.s1)
+        got = forest_inner_initial_moments(ens, X, y, values, w)
+        _close(got.s1, ref.s1)
+        _close(got.s2, ref.s2)
+        staged = forest_inner_sums(ens, X, y, values, w)
+        assert not np.allclose(staged, ref.s1, rtol=1e-3)  # the two forms differ
+
+
 def test_the_models_cover_the_paths():
     """The cases reach what they are meant to: deep trees, oblivious trees, several chunks."""
     assert np.any(_model("deep")[0]._layout.tree_flags & TREE_DEEP)

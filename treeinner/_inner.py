@@ -14,15 +14,19 @@ from ._api import public
 from ._dask import is_dask, map_add
 from ._errors import InputError
 from ._splits import split_columns
-from ._staged import _edge_pass, _staged, edge_moments, split_sums
-from ._stats import Moments, p_values
+from ._staged import _edge_pass, _staged, _weights, edge_moments, initial_gradients, split_sums
+from ._stats import Moments, moments_from_rows, p_values
 from .adapters import from_model
-from .attribution import node_values
+from .attribution import node_values, path_attribution
 from .ensemble import TreeEnsemble
 from .kernels import attribution as K
-from .treeshap import _shap_inner, _shap_inner_moments
+from .treeshap import _shap_inner, _shap_inner_moments, tree_shap
 
 __all__ = ["forest_inner", "tree_inner"]
+
+#: ForestInner's two forms of paper 003's Eq. 22: the summed negative gradients of all the
+#: stages (the authors' code), or the negative gradient at the initial prediction only
+GRADIENTS = ("staged", "initial")
 
 
 def inner_values(ens: TreeEnsemble, attribution: str, reference: Any) -> np.ndarray | None:
@@ -108,6 +112,39 @@ def forest_inner_sums(
         return _shap_inner(ens, X, y, sample_weight, True) / lr
     _, _, _, LS, _ = _staged(ens, X, y, sample_weight, forest=True, need_hc=False)
     return _split_credit(ens, LS, values, None) / lr
+
+
+def _initial_rows(ens: TreeEnsemble, X: Any, y: Any, values: np.ndarray | None) -> np.ndarray:
+    """ForestInner's initial-form terms of every row, output feature and output before the
+    row weights, (n, n_output_features, n_outputs): the forest's attribution (summed over the
+    trees of each output; TreeSHAP for ``values`` None) times ``-g`` at the initial margin
+    F_0, over the mean learning rate."""
+    A = tree_shap(ens, X).values if values is None else path_attribution(ens, X, values).values
+    if A.ndim == 2:
+        A = A[:, :, None]
+    neg_g = -initial_gradients(ens, y, A.shape[0]) / float(np.mean(ens.learning_rate))
+    return A * neg_g[:, None, :]
+
+
+@_by_partition
+def forest_inner_initial_sums(
+    ens: TreeEnsemble, X: Any, y: Any, values: np.ndarray | None, sample_weight: Any = None
+) -> np.ndarray:
+    """ForestInner in its initial (label) form, ``(1/lr) sum_i w_i [sum_m r_m(x_i)]
+    (-g_i(F_0))``, per output feature and output: a sum over rows like
+    ``forest_inner_sums``."""
+    rows = _initial_rows(ens, X, y, values)
+    return np.einsum("i,ijk->jk", _weights(sample_weight, rows.shape[0]), rows)
+
+
+@_by_partition
+def forest_inner_initial_moments(
+    ens: TreeEnsemble, X: Any, y: Any, values: np.ndarray | None, sample_weight: Any = None
+) -> Moments:
+    """The initial form's per-row terms summed, squared and summed, over the rows of X."""
+    rows = _initial_rows(ens, X, y, values)
+    w = None if sample_weight is None else _weights(sample_weight, rows.shape[0])
+    return moments_from_rows(rows, w)
 
 
 def _edge_dg(ens: TreeEnsemble, values: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -282,14 +319,21 @@ def forest_inner(
     y: Any,
     *,
     attribution: str = "predecomp",
+    gradient: str = "staged",
     sample_weight: Any = None,
     reference: Any = None,
 ) -> pd.Series | pd.DataFrame:
     """ForestInner: the forest-level inner product of attributions and negative gradients.
 
-    ``ForestInner(k) = (1/lr) sum_i [sum_m r_{m,k}(x_i)] [sum_m (-g_{i,m})]``, with sums over
-    the trees of each output (paper 003, Definition 5, as the authors' code computes it) and lr
-    the mean learning rate.
+    Paper 003 writes its Eq. 22 in two forms, which differ in general; ``gradient`` chooses:
+
+    - ``"staged"`` (default): ``(1/lr) sum_i [sum_m r_{m,k}(x_i)] [sum_m (-g_{i,m})]``, the
+      negative gradients at every stage's margin summed, as the authors' code computes it;
+    - ``"initial"``: ``(1/lr) sum_i [sum_m r_{m,k}(x_i)] (-g_i(F_0))``, the negative gradient
+      at the initial prediction F_0 (the base margin) only: "the inner product with the
+      label" (for squared error, with ``y - F_0``).
+
+    Sums run over the trees of each output, and lr is the mean learning rate.
 
     Parameters
     ----------
@@ -297,9 +341,17 @@ def forest_inner(
         As for ``tree_inner``: the model, the evaluation rows and their labels, the per-tree
         attribution (``"predecomp"``, ``"saabas"`` or ``"shap"``), row weights, and the data
         PreDecomp's node values are recomputed from.
+    gradient : {"staged", "initial"}
+        The form of Eq. 22 (above). In ``importance()`` the initial form is the method
+        ``forest_inner_initial`` (with ``_saabas``, ``_shap``).
 
     Returns
     -------
     pandas.Series, or a DataFrame per class plus ``total`` for multi-output models.
     """
-    return _result(forest_inner_sums, model, X, y, attribution, sample_weight, reference)
+    if gradient not in GRADIENTS:
+        raise InputError(
+            f"gradient must be one of {', '.join(map(repr, GRADIENTS))}; got {gradient!r}."
+        )
+    sums = forest_inner_sums if gradient == "staged" else forest_inner_initial_sums
+    return _result(sums, model, X, y, attribution, sample_weight, reference)

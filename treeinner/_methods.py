@@ -22,6 +22,8 @@ from ._dask import is_dask, map_add
 from ._errors import InputError
 from ._gain import permutation_scores, total_gain_scores
 from ._inner import (
+    forest_inner_initial_moments,
+    forest_inner_initial_sums,
     forest_inner_moments,
     forest_inner_sums,
     inner_values,
@@ -323,10 +325,20 @@ def _suffix(attribution: str) -> str:
 _LONG = {"predecomp": "PreDecomp", "saabas": "Saabas", "shap": "TreeSHAP"}
 
 
+#: The inner-product families: their per-feature sums and per-row moments, and their names.
+_INNER = {
+    "tree_inner": (tree_inner_sums, tree_inner_moments, "TreeInner"),
+    "forest_inner": (forest_inner_sums, forest_inner_moments, "ForestInner"),
+    "forest_inner_initial": (
+        forest_inner_initial_sums,
+        forest_inner_initial_moments,
+        "ForestInner (initial form: -gradients at the initial prediction)",
+    ),
+}
+
+
 def _inner_method(family: str, attribution: str) -> Method:
-    inner = family == "tree_inner"
-    sums = tree_inner_sums if inner else forest_inner_sums
-    row_moments = tree_inner_moments if inner else forest_inner_moments
+    sums, row_moments, what = _INNER[family]
 
     def compute(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
         return sums(ens, X, y, opts.node_values(ens, attribution), opts.sample_weight)
@@ -334,7 +346,6 @@ def _inner_method(family: str, attribution: str) -> Method:
     def moments(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> Moments:
         return row_moments(ens, X, y, opts.node_values(ens, attribution), opts.sample_weight)
 
-    what = "TreeInner" if family == "tree_inner" else "ForestInner"
     return Method(
         name=family + _suffix(attribution),
         summary=f"{what} with {_LONG[attribution]}: held-out inner product with -gradients",
@@ -400,7 +411,7 @@ def _abs_method(attribution: str) -> Method:
     )
 
 
-for _family in ("tree_inner", "forest_inner"):
+for _family in _INNER:
     for _attribution in _api.ATTRIBUTIONS:
         _register(_inner_method(_family, _attribution))
 for _attribution in _api.ATTRIBUTIONS:
@@ -473,7 +484,7 @@ DEFAULT_METHODS: tuple[str, ...] = (
 #: What ``treeinner explain`` shows when no method is named.
 DEFAULT_CLI_METHODS: tuple[str, ...] = ("tree_inner", "abs_shap", "total_gain")
 
-_FAMILIES = ("tree_inner", "forest_inner")
+_FAMILIES = tuple(_INNER)
 
 
 def get(name: Any) -> Method:

@@ -11,6 +11,7 @@ from ._errors import InputError, InputTypeError
 from ._stats import Moments
 from .ensemble import TreeEnsemble
 from .kernels import attribution as K
+from .kernels import histogram as KH
 from .kernels import moments as KM
 from .kernels._threads import n_chunks
 from .kernels.routing import n_blocks
@@ -59,6 +60,17 @@ def _inputs(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any):
     yv = obj.check_labels(y, n)
     w = _weights(sample_weight, n)
     return obj, n, blocks, yv, w
+
+
+def initial_gradients(ens: TreeEnsemble, y: Any, n: int) -> np.ndarray:
+    """The gradient g of every row and output at the initial margin F_0 (the base margin, the
+    prediction before the first tree), for the n labels ``y``: (n, n_outputs)."""
+    obj = get_objective(ens)
+    yv = np.asarray(obj.check_labels(y, n), dtype=np.float64)
+    F0 = np.ascontiguousarray(np.tile(ens.base_margin, (n, 1)), dtype=np.float64)
+    gh = np.empty((ens.n_outputs, n, 2))
+    KH.round_gradients(obj.code, obj.prm, yv, np.ones(n), F0, gh)
+    return np.ascontiguousarray(gh[:, :, 0].T)
 
 
 def _run_staged(ens, X, y, sample_weight, forest, need_hc, need_split):

@@ -134,7 +134,10 @@ def importance(
         Names from the method registry (``treeinner.METHODS`` maps each to its summary and
         properties):
         ``tree_inner`` (PreDecomp), ``tree_inner_saabas``, ``tree_inner_shap``,
-        ``forest_inner``, ``forest_inner_saabas``, ``forest_inner_shap``, ``abs_predecomp``,
+        ``forest_inner``, ``forest_inner_saabas``, ``forest_inner_shap``,
+        ``forest_inner_initial`` (ForestInner's initial form, ``forest_inner(...,
+        gradient="initial")``), ``forest_inner_initial_saabas``,
+        ``forest_inner_initial_shap``, ``abs_predecomp``,
         ``abs_saabas``, ``abs_shap`` (weighted mean |attribution|; ``abs_shap`` is mean
         |TreeSHAP|, the usual SHAP bar plot), ``total_gain``, ``permutation`` (mean loss
         increase when the column is permuted, over ``n_repeats`` permutations) and

@@ -386,6 +386,8 @@ def _option_values() -> list[tuple[str, str, Any, bool]]:
     out += [("tree_inner", "attribution", v, False) for v in ["lime", None, 3, "tree_shap"]]
     out += [("tree_inner", "per_split", True, True), ("tree_inner", "attribution", "shap", True)]
     out += [("forest_inner", "attribution", v, False) for v in ["lime", ""]]
+    out += [("forest_inner", "gradient", v, False) for v in ["label", None, 1, ["initial"]]]
+    out += [("forest_inner", "gradient", "initial", True)]
     out += [("significance", "alpha", v, False) for v in levels]
     out += [("significance", "cv", v, False) for v in [1, 0, -2, 2.5, True, "5"]]
     out += [("significance", "methods", v, False) for v in ["gini", ["tree_inner", 3]]]
