@@ -42,7 +42,8 @@ METHODS_A = [
     "permutation",
     "unbiased_gain",
 ]
-METHODS_B = ["tree_inner_shap", "abs_shap", "total_gain"]  # defaults with --attribution shap
+# the command line's defaults with --attribution shap
+METHODS_B = ["forest_inner_initial_shap", "abs_shap", "total_gain"]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -221,7 +222,7 @@ def expected(files):
             lg, Xp, yp, methods=METHODS_B, random_state=0, n_bootstrap=3
         ),
         "cb_csv": treeinner.significance(
-            treeinner.load(p["c"]), X, y, methods=["tree_inner", "abs_shap"]
+            treeinner.load(p["c"]), X, y, methods=["forest_inner_initial", "abs_shap"]
         ),
         "select_x": treeinner.select_features(x, X, y, random_state=0),
         "select_l": treeinner.select_features(
@@ -405,7 +406,7 @@ def test_explain_catboost_defaults(runs, expected):
     _ok(res)
     doc = json.load(open(out["c.json"]))
     # CatBoost keeps no split gains: total_gain is dropped from the default methods
-    assert doc["methods"] == ["tree_inner", "abs_shap"]
+    assert doc["methods"] == ["forest_inner_initial", "abs_shap"]
     assert doc["alpha"] == 0.05
     want = expected["cb_csv"]
     _table_close(pd.DataFrame(doc["significance"]).astype({"feature": str}), want)

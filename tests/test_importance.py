@@ -412,7 +412,9 @@ def test_importance_default_methods(frame_models):
     assert list(df.index) == names
     assert np.all(np.isfinite(df.to_numpy()))
     np.testing.assert_allclose(df["tree_inner"], treeinner.tree_inner(binary, X, y))
-    np.testing.assert_allclose(df["forest_inner"], treeinner.forest_inner(binary, X, y))
+    np.testing.assert_allclose(
+        df["forest_inner_initial"], treeinner.forest_inner(binary, X, y, gradient="initial")
+    )
     np.testing.assert_allclose(df["total_gain"], treeinner.total_gain(binary))
     abs_pd = np.abs(treeinner.predecomp(binary, X).values).mean(axis=0)
     np.testing.assert_allclose(df["abs_predecomp"], abs_pd)
@@ -550,7 +552,7 @@ def test_bootstrap_se_columns(frame_models):
             assert np.all(df.loc[used, f"{m}_se"] > 0), m
         assert np.all(np.isfinite(df[f"{m}_se"])) and np.all(df[f"{m}_se"] >= 0)
     # features no split uses score 0 in every resample of the split-based methods
-    for m in ("tree_inner", "forest_inner", "abs_predecomp", "unbiased_gain"):
+    for m in ("tree_inner", "forest_inner_initial", "abs_predecomp", "unbiased_gain"):
         assert np.all(df.loc[~used, f"{m}_se"] == 0)
 
 

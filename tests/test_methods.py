@@ -171,3 +171,25 @@ def test_a_new_method_is_one_entry(model_data, monkeypatch):
     np.testing.assert_array_equal(df["rank_by_position"], np.arange(4) * len(y))
     kept = treeinner.select_features(model, X, y, method="rank_by_position", top_k=1)
     assert kept == ["noise"]
+
+
+def test_the_defaults_follow_the_benchmark_evidence():
+    """The recommended method (``importance()``'s first default column and the command line's
+    default) is the best average rank on held-out rows over the cells
+    of the real-data benchmark and the simulation study, and the default columns are in the
+    order of that rank (``benchmarks/results/real_data.json``, written by
+    ``benchmarks/bench_real_data.py`` from both studies)."""
+    import json
+    from pathlib import Path
+
+    from treeinner._methods import DEFAULT_CLI_METHODS, DEFAULT_METHODS, RECOMMENDED_METHOD
+    from treeinner._significance import DEFAULT_SIGNIFICANCE_METHODS
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "real_data.json"
+    combined = json.loads(path.read_text())["combined"]["valid"]
+    assert RECOMMENDED_METHOD == combined["best"] == DEFAULT_METHODS[0]
+    assert DEFAULT_CLI_METHODS[0] == RECOMMENDED_METHOD
+    assert DEFAULT_SIGNIFICANCE_METHODS == ("tree_inner",)  # calibrated p-values, see docs
+    ranks = [combined["pooled"][m] for m in DEFAULT_METHODS]
+    assert ranks == sorted(ranks), dict(zip(DEFAULT_METHODS, ranks))
+    assert min(combined["pooled"], key=combined["pooled"].get) == RECOMMENDED_METHOD

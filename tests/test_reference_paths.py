@@ -16,7 +16,7 @@ import pytest
 
 import treeinner
 from treeinner import _crossfit, cli
-from treeinner._methods import DEFAULT_METHODS, get
+from treeinner._methods import DEFAULT_CLI_METHODS, DEFAULT_METHODS, get
 
 cb = pytest.importorskip("catboost")
 
@@ -373,7 +373,7 @@ def test_cli_bootstrap_with_reference(cli_files, capsys):
             treeinner.load(model),
             Xv,
             yv,
-            methods=["tree_inner", "abs_shap", "total_gain"],
+            methods=list(DEFAULT_CLI_METHODS),
             reference=ref,
             random_state=0,
             n_bootstrap=2,

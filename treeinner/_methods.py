@@ -41,6 +41,7 @@ from .unbiased import _exact_ratios, _training_sums, _unbiased_estimate, unbiase
 __all__ = [
     "DEFAULT_CLI_METHODS",
     "DEFAULT_METHODS",
+    "RECOMMENDED_METHOD",
     "METHODS",
     "REGISTRY",
     "Method",
@@ -469,20 +470,27 @@ _register(
 #: The registry as the public sees it (``treeinner.METHODS``): name -> Method, read-only.
 METHODS = MappingProxyType(REGISTRY)
 
-#: What ``treeinner.importance`` computes when no method is named.
+#: What ``treeinner.importance`` computes when no method is named, best first: ordered by the
+#: average rank of each method's AUC of telling relevant from irrelevant features on held-out
+#: rows, over every cell of the real-data benchmark and the simulation study
+#: (``benchmarks/bench_real_data.py``, docs/real_data_benchmark.md). ``tests/test_methods.py``
+#: checks this order against ``benchmarks/results/real_data.json``.
 DEFAULT_METHODS: tuple[str, ...] = (
+    "forest_inner_initial",
+    "permutation",
     "tree_inner",
     "tree_inner_shap",
-    "forest_inner",
+    "abs_shap",
+    "unbiased_gain",
     "abs_predecomp",
     "abs_saabas",
     "total_gain",
-    "permutation",
-    "unbiased_gain",
-    "abs_shap",
 )
-#: What ``treeinner explain`` shows when no method is named.
-DEFAULT_CLI_METHODS: tuple[str, ...] = ("tree_inner", "abs_shap", "total_gain")
+#: The recommended method: the first of ``DEFAULT_METHODS``.
+RECOMMENDED_METHOD: str = DEFAULT_METHODS[0]
+#: What ``treeinner explain`` shows when no method is named: the recommended method next to the
+#: two scores people usually look at (the SHAP bar plot and the booster's gain).
+DEFAULT_CLI_METHODS: tuple[str, ...] = (RECOMMENDED_METHOD, "abs_shap", "total_gain")
 
 _FAMILIES = tuple(_INNER)
 

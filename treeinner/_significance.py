@@ -20,6 +20,10 @@ from .ensemble import TreeEnsemble
 __all__ = ["significance"]
 
 #: What ``treeinner.significance`` tests when no method is named.
+#: TreeInner, not the recommended ranking score: its held-out score for a feature the model only
+#: overfit is below zero, so its p-values for such features are conservative, while
+#: ``forest_inner_initial``'s are near their level and a little above it for binary targets
+#: (docs/concepts.md, "Which method to use"; ``benchmarks/bench_null_calibration.py``).
 DEFAULT_SIGNIFICANCE_METHODS: tuple[str, ...] = ("tree_inner",)
 
 
@@ -83,11 +87,14 @@ def significance(
         estimator is fitted on (for classifier wrappers, labels are then encoded as positions
         in each fold model's ``classes_``).
     methods : str or sequence of str, default "tree_inner"
-        Names of the method registry (``treeinner.METHODS``). The methods with a one-pass
-        sampling error are ``tree_inner``, ``forest_inner`` (and their ``_saabas`` /
-        ``_shap`` variants), ``abs_predecomp``, ``abs_saabas``, ``abs_shap`` and
-        ``unbiased_gain``; the others (``total_gain``, ``permutation``) appear with NaN
-        statistics.
+        Names of the method registry (``treeinner.METHODS``). The default is TreeInner, whose
+        p-values for features the model only overfit are conservative; the recommended ranking
+        score ``forest_inner_initial`` has more power, with p-values for such features near
+        their level (rejecting a little more often than it for binary targets; docs/concepts.md,
+        "Which method to use"). The methods with a one-pass sampling error are ``tree_inner``,
+        ``forest_inner``, ``forest_inner_initial`` (and their ``_saabas`` / ``_shap``
+        variants), ``abs_predecomp``, ``abs_saabas``, ``abs_shap`` and ``unbiased_gain``; the
+        others (``total_gain``, ``permutation``) appear with NaN statistics.
     attribution : {"predecomp", "saabas", "shap"}, optional
         The attribution of ``tree_inner`` and ``forest_inner``.
     sample_weight : array-like of shape (n_samples,), optional

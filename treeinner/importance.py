@@ -130,9 +130,13 @@ def importance(
         Evaluation rows (held-out data to separate signal from overfitting).
     y : array-like of shape (n_samples,) or None
         Labels; may be None when no method needs them (``total_gain``, ``abs_*``).
-    methods : str or sequence of str
-        Names from the method registry (``treeinner.METHODS`` maps each to its summary and
-        properties):
+    methods : str or sequence of str, default ``DEFAULT_METHODS``
+        The default: nine methods, the recommended one first and the others in the order of
+        their average rank on the real-data benchmark and the simulation study
+        (``forest_inner_initial``, ``permutation``, ``tree_inner``, ``tree_inner_shap``,
+        ``abs_shap``, ``unbiased_gain``, ``abs_predecomp``, ``abs_saabas``, ``total_gain``;
+        docs/concepts.md, "Which method to use"). Names from the method registry
+        (``treeinner.METHODS`` maps each to its summary and properties):
         ``tree_inner`` (PreDecomp), ``tree_inner_saabas``, ``tree_inner_shap``,
         ``forest_inner``, ``forest_inner_saabas``, ``forest_inner_shap``,
         ``forest_inner_initial`` (ForestInner's initial form, ``forest_inner(...,
@@ -150,7 +154,8 @@ def importance(
         Weights of the evaluation rows.
     reference : tuple, optional
         ``(X_train, y_train[, sample_weight])``, the training data: PreDecomp node values
-        recomputed from it for ``tree_inner``, ``forest_inner`` and ``abs_predecomp``, the
+        recomputed from it for ``tree_inner``, ``forest_inner``, ``forest_inner_initial`` and
+        ``abs_predecomp``, the
         training sums of ``unbiased_gain``, and the split gains of ``total_gain`` for models
         that store none (``treeinner.total_gain(model, reference=...)``). Needed for models
         that store no hessian covers (CatBoost with a loss other than RMSE); Saabas and

@@ -1,31 +1,31 @@
 """The ``treeinner`` command line: explain a saved model file, select features, run the demo.
 
-**treeinner explain** MODEL --data FILE --target COLUMN [--method M ...] [--attribution A]
-[--alpha A] [--out FILE.csv|FILE.json] [--plot FILE.png] [--no-se] [--quiet]: reads a model
-file (XGBoost ``.json``/``.ubj``, LightGBM ``.txt``, CatBoost ``.cbm``/``.json``, treeinner
-``.npz``; the type is recognised from the content) and a data set (``.csv``, optionally
-compressed, ``.tsv`` or ``.parquet``, by extension), splits off the target column (and
-``--weight COLUMN``, if given) and prints the significance table of ``treeinner.significance``:
-one block per method, features sorted by score (``--top N`` prints N per method), with the
-score, its standard error over the rows, the ``1 - alpha`` interval (``--alpha``, default
-0.05), the one-sided p-value of "score <= 0" and the Benjamini-Hochberg q-value; methods
-without a one-pass standard error (``total_gain``, ``permutation``) have NaN statistics, and
-for multiclass models the printed rows are the totals over the classes. The default methods
-are ``tree_inner`` (TreeInner with the ``--attribution``, PreDecomp by default), ``abs_shap``
-(mean |TreeSHAP|, the usual SHAP bar plot) and ``total_gain`` (the booster's split gains; left
-out for models that store none, such as CatBoost's). ``--out`` writes the whole table (CSV with
-its columns ``method``, ``feature``, [``output``,] ``score``, ``se``, ``ci_low``, ``ci_high``,
-``p_value``, ``q_value``, per class and total for multiclass models; or JSON with the run's
-settings, the table under ``significance`` and the scores per feature under ``importance`` as
-before), ``--plot`` a bar chart of the methods side by side with their intervals and the
-features with q <= alpha starred (``treeinner.plot.importance``). ``--no-se`` prints and writes
-the score table instead (one column per method, the totals over the classes, as
-``treeinner.importance``); ``--bootstrap B`` the score table with bootstrap standard errors
-``m_se``. Data columns the model does not use are ignored with a warning; missing ones are an
-error. Object (string) columns of categorical features become pandas categoricals.
-``--reference FILE`` gives the training data for models that store no hessian covers (CatBoost
-losses other than RMSE). ``--seed`` (default 0) seeds permutation importance and the unbiased
-gain.
+**treeinner explain** MODEL --data FILE --target COLUMN [--method M ...] [--attribution A] [--alpha
+A] [--out FILE.csv|FILE.json] [--plot FILE.png] [--no-se] [--quiet]: reads a model file (XGBoost
+``.json``/``.ubj``, LightGBM ``.txt``, CatBoost ``.cbm``/``.json``, treeinner ``.npz``; the type is
+recognised from the content) and a data set (``.csv``, optionally compressed, ``.tsv`` or
+``.parquet``, by extension), splits off the target column (and ``--weight COLUMN``, if given) and
+prints the significance table of ``treeinner.significance``: one block per method, features sorted
+by score (``--top N`` prints N per method), with the score, its standard error over the rows, the
+``1 - alpha`` interval (``--alpha``, default 0.05), the one-sided p-value of "score <= 0" and the
+Benjamini-Hochberg q-value; methods without a one-pass standard error (``total_gain``,
+``permutation``) have NaN statistics, and for multiclass models the printed rows are the totals
+over the classes. The default methods are the recommended ``forest_inner_initial`` (ForestInner's
+initial form with the ``--attribution``, PreDecomp by default;
+``treeinner._methods.RECOMMENDED_METHOD``), ``abs_shap`` (mean |TreeSHAP|, the usual SHAP bar plot)
+and ``total_gain`` (the booster's split gains; left out for models that store none, such as
+CatBoost's). ``--out`` writes the whole table (CSV with its columns ``method``, ``feature``,
+[``output``,] ``score``, ``se``, ``ci_low``, ``ci_high``, ``p_value``, ``q_value``, per class and
+total for multiclass models; or JSON with the run's settings, the table under ``significance`` and
+the scores per feature under ``importance`` as before), ``--plot`` a bar chart of the methods side
+by side with their intervals and the features with q <= alpha starred
+(``treeinner.plot.importance``). ``--no-se`` prints and writes the score table instead (one column
+per method, the totals over the classes, as ``treeinner.importance``); ``--bootstrap B`` the score
+table with bootstrap standard errors ``m_se``. Data columns the model does not use are ignored with
+a warning; missing ones are an error. Object (string) columns of categorical features become pandas
+categoricals. ``--reference FILE`` gives the training data for models that store no hessian covers
+(CatBoost losses other than RMSE). ``--seed`` (default 0) seeds permutation importance and the
+unbiased gain.
 
 Dask: ``--data`` as a glob pattern or a directory reads the files (Parquet, CSV or TSV, one
 type) with Dask, lazily, a partition at a time; ``--scheduler ADDRESS`` computes on a running
@@ -49,7 +49,8 @@ given, which shows the full traceback of any error. Library warnings are printed
 ``treeinner: warning: ...`` lines.
 
 Methods: every name ``--method`` accepts, and what it computes, is an entry of the method
-registry ``treeinner._methods`` (``tree_inner`` and ``forest_inner`` take ``--attribution``);
+registry ``treeinner._methods`` (``tree_inner``, ``forest_inner`` and ``forest_inner_initial``
+take ``--attribution``);
 the command line knows no method by name beyond its default list.
 
 Progress: row-additive methods (TreeInner and ForestInner with any attribution, and the mean

@@ -114,7 +114,7 @@ def _explain_parser(sub: Any, func: Any) -> None:
         "explain",
         help="importance of every feature of a saved model on a data set",
         description="Print, for every method, the importance of every feature of a saved "
-        "model on a data set (normally held-out data: there a negative TreeInner marks a "
+        "model on a data set (normally held-out data: there a score about zero or below marks a "
         "feature the model only overfit), with its standard error over the rows, a 1 - alpha "
         "interval, the one-sided p-value of 'score <= 0' and its Benjamini-Hochberg q-value "
         "(NaN for methods without a one-pass standard error).",
