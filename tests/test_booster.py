@@ -571,7 +571,9 @@ def test_bad_data():
     with pytest.raises(ValueError, match="features"):
         reg.fit(X, y, eval_set=[(X[:, :3], y)])
     with pytest.raises(TypeError, match="Categorical"):
-        reg.fit(pd.DataFrame({"a": pd.Categorical(["x", "y"] * 30)}), y)
+        GBMRegressor(n_estimators=2, categorical_features=None).fit(
+            pd.DataFrame({"a": pd.Categorical(["x", "y"] * 30)}), y
+        )
     reg.fit(X, y)
     with pytest.raises(ValueError, match="features"):
         reg.predict(X[:, :4])

@@ -93,3 +93,28 @@ def test_warm_up_compiles_both_router_specialisations():
     for kernel, pos in kernels:
         general = {sig[pos] == types.none for sig in kernel.signatures}
         assert general == {True, False}, (kernel, kernel.signatures)
+
+
+def test_warm_up_covers_native_categorical_features():
+    """After ``treeinner warm-up``, fitting the native booster with a categorical feature
+    (integer codes or a pandas category column) compiles no kernel."""
+    import pandas as pd
+
+    from treeinner.booster import GBMClassifier
+
+    assert cli.main(["warm-up"]) == 0
+    rng = np.random.default_rng(2)
+    X = pd.DataFrame(
+        {
+            "a": rng.normal(size=300),
+            "city": pd.Categorical(rng.choice([f"c{j}" for j in range(12)], size=300)),
+        }
+    )
+    y = (X["a"] + (X["city"].cat.codes % 3 == 0) + rng.normal(size=300) > 0.5).astype(int)
+    listener = _Compiles()
+    event.register("numba:compile", listener)
+    try:
+        GBMClassifier(n_estimators=3, max_depth=3, min_data_per_group=10).fit(X, y)
+        assert listener.kernels == [], listener.kernels
+    finally:
+        event.unregister("numba:compile", listener)

@@ -95,4 +95,14 @@ def warm_up(report: Callable[[str, float], None] | None = None) -> float:
             X, y
         ),
     )
+    # categorical features of the native booster (codes declared categorical): its category
+    # binning and partition search
+    codes = X.copy()
+    codes[:, 2] = np.arange(len(codes)) % 7
+    step(
+        "native booster, categorical features",
+        lambda: GBMRegressor(
+            n_estimators=2, max_depth=3, categorical_features=[2], min_data_per_group=5
+        ).fit(codes, y),
+    )
     return time.perf_counter() - start

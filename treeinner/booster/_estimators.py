@@ -13,7 +13,7 @@ import pandas as pd
 
 from .. import _input
 from .._errors import InputError, InputTypeError, UnsupportedModelError
-from .._format import MISSING_NAN, NUMERIC
+from .._format import MISSING_NAN
 from .._staged import _weights
 from ..adapters import xgboost as _xgb_naming
 from ..adapters._common import gradient_fields
@@ -102,21 +102,97 @@ def _float_param(name: str, v: Any, lo: float, lo_open: bool, hi: float = np.inf
     return v
 
 
-def _as_matrix(X: Any) -> tuple[np.ndarray, list[str] | None]:
-    """Training features as a C-contiguous float64 array, and the column names of a DataFrame
-    whose columns are all strings."""
-    names = None
-    if isinstance(X, pd.DataFrame):
-        cats = [str(c) for c in X.columns if isinstance(X[c].dtype, pd.CategoricalDtype)]
-        if cats:
-            raise InputTypeError(
-                f"Categorical columns are not supported by the native booster: {cats[:5]}; "
-                "encode them as numbers first."
+def _resolve_categorical(
+    spec: Any, cols: list[str], pandas_cat: np.ndarray, is_frame: bool
+) -> np.ndarray:
+    """The categorical features as a bool mask over ``cols``, from ``categorical_features``
+    (see ``GBMRegressor``); ``pandas_cat`` marks the pandas categorical columns."""
+    p = len(cols)
+    if isinstance(spec, str):
+        if spec != "auto":
+            if is_frame and spec in cols:
+                spec = [spec]
+            else:
+                raise InputError(
+                    'categorical_features must be "auto", None, column indices, column names '
+                    f"or a boolean mask; got {spec!r}."
+                )
+        else:
+            return pandas_cat.copy()
+    if spec is None:
+        mask = np.zeros(p, dtype=bool)
+    else:
+        items = list(spec) if not isinstance(spec, np.ndarray) else spec.tolist()
+        if items and all(isinstance(v, str) for v in items):
+            if not is_frame:
+                raise InputError(
+                    "categorical_features names columns, but X has no column names; pass "
+                    "column indices, or X as a DataFrame."
+                )
+            unknown = [v for v in items if v not in cols]
+            if unknown:
+                raise InputError(f"categorical_features names columns not in X: {unknown[:5]}.")
+            mask = np.zeros(p, dtype=bool)
+            mask[[cols.index(v) for v in items]] = True
+        elif all(isinstance(v, (bool, np.bool_)) for v in items) and items and len(items) == p:
+            mask = np.array(items, dtype=bool)
+        elif all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in items):
+            mask = _train.categorical_mask(np.array(items, dtype=np.int64), p)
+        else:
+            raise InputError(
+                'categorical_features must be "auto", None, column indices, column names or '
+                f"a boolean mask; got {spec!r}."
             )
+    left_out = [cols[j] for j in np.flatnonzero(pandas_cat & ~mask)]
+    if left_out:
+        raise InputTypeError(
+            f"Categorical (pandas category) columns {left_out[:5]} are not in "
+            "categorical_features: add them (or use categorical_features='auto'), or encode "
+            "them as numbers."
+        )
+    return mask
+
+
+def _frame_categories(X: pd.DataFrame, mask: np.ndarray) -> dict[int, list]:
+    """The categories of the categorical columns of ``X`` that are not numbers: a pandas
+    categorical column's own categories (its codes are positions in them), a string column's
+    distinct values in sorted order. Numeric columns' values are the codes themselves."""
+    out: dict[int, list] = {}
+    for j in np.flatnonzero(mask).tolist():
+        s = X.iloc[:, j]
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            out[j] = [_input._plain(v) for v in s.dtype.categories]
+        elif not (pd.api.types.is_numeric_dtype(s.dtype) or pd.api.types.is_bool_dtype(s.dtype)):
+            vals = pd.unique(s.dropna())
+            try:
+                out[j] = sorted(_input._plain(v) for v in vals)
+            except TypeError as e:
+                raise InputTypeError(
+                    f"Column {X.columns[j]!r}: its values must be sortable to be coded as "
+                    f"categories ({e})."
+                ) from e
+    return out
+
+
+def _as_matrix(
+    X: Any, categorical_features: Any = "auto"
+) -> tuple[np.ndarray, list[str] | None, np.ndarray, dict[int, list]]:
+    """Training features as a C-contiguous float64 array, the column names of a DataFrame
+    whose columns are all strings, the categorical features (bool mask) and the categories of
+    those coded from pandas categorical or string columns."""
+    names = None
+    categories: dict[int, list] = {}
+    if isinstance(X, pd.DataFrame):
         cols = [str(c) for c in X.columns]
+        pandas_cat = np.array(
+            [isinstance(X.iloc[:, j].dtype, pd.CategoricalDtype) for j in range(len(cols))],
+            dtype=bool,
+        )
+        is_cat = _resolve_categorical(categorical_features, cols, pandas_cat, True)
         if all(isinstance(c, str) for c in X.columns):
             names = cols
-        arr = _input.frame_to_array(X, cols, True, None)
+        categories = _frame_categories(X, is_cat)
+        arr = _input.frame_to_array(X, cols, True, categories or None, numeric=~is_cat)
     else:
         if hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:
             width = X.shape[1]
@@ -129,6 +205,9 @@ def _as_matrix(X: Any) -> tuple[np.ndarray, list[str] | None]:
             )
         _, blocks = _input.as_rows(X, width, [f"f{j}" for j in range(width)], False)
         arr = _input.join_blocks(blocks, width)
+        is_cat = _resolve_categorical(
+            categorical_features, [f"f{j}" for j in range(width)], np.zeros(width, bool), False
+        )
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if arr.shape[0] == 0:
         raise InputError("X has no rows.")
@@ -136,7 +215,7 @@ def _as_matrix(X: Any) -> tuple[np.ndarray, list[str] | None]:
         raise InputError("X has no features.")
     if arr.shape[0] >= 2**31 - 1:
         raise InputError("The native booster handles fewer than 2**31 - 1 rows.")
-    return arr, names
+    return arr, names, is_cat, categories
 
 
 class _GBMBase(BaseEstimator):
@@ -160,6 +239,12 @@ class _GBMBase(BaseEstimator):
         early_stopping_rounds: int | None = None,
         random_state: int | np.random.Generator | None = None,
         n_jobs: int | None = None,
+        categorical_features: Any = "auto",
+        max_cat_to_onehot: int = 4,
+        max_cat_threshold: int = 32,
+        cat_smooth: float = 10.0,
+        cat_l2: float = 10.0,
+        min_data_per_group: int = 100,
     ) -> None:
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -177,6 +262,12 @@ class _GBMBase(BaseEstimator):
         self.early_stopping_rounds = early_stopping_rounds
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.categorical_features = categorical_features
+        self.max_cat_to_onehot = max_cat_to_onehot
+        self.max_cat_threshold = max_cat_threshold
+        self.cat_smooth = cat_smooth
+        self.cat_l2 = cat_l2
+        self.min_data_per_group = min_data_per_group
 
     # ------------------------------------------------------------------ parameters
     def _config(self) -> _train.Config:
@@ -213,6 +304,11 @@ class _GBMBase(BaseEstimator):
             early_stopping_rounds=_int_param(
                 "early_stopping_rounds", self.early_stopping_rounds, 1, allow_none=True
             ),
+            max_cat_to_onehot=_int_param("max_cat_to_onehot", self.max_cat_to_onehot, 0),
+            max_cat_threshold=_int_param("max_cat_threshold", self.max_cat_threshold, 1),
+            cat_smooth=_float_param("cat_smooth", self.cat_smooth, 0.0, False),
+            cat_l2=_float_param("cat_l2", self.cat_l2, 0.0, False),
+            min_data_per_group=_int_param("min_data_per_group", self.min_data_per_group, 1),
         )
 
     def _rng(self) -> np.random.Generator:
@@ -253,7 +349,8 @@ class _GBMBase(BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features), DataFrame or scipy sparse matrix
-            Numeric features; NaN (and absent sparse entries) are missing values.
+            Numeric features, and categorical ones (``categorical_features``); NaN (and
+            absent sparse entries) are missing values.
         y : array-like of shape (n_samples,)
             Targets (GBMRegressor) or class labels (GBMClassifier).
         sample_weight : array-like of shape (n_samples,), optional
@@ -269,7 +366,7 @@ class _GBMBase(BaseEstimator):
         """
         cfg = self._config()
         rng = self._rng()
-        Xa, names = _as_matrix(X)
+        Xa, names, is_cat, categories = _as_matrix(X, self.categorical_features)
         n, p = Xa.shape
         yv = self._encode_y(y, fitting=True)
         name, n_out = self._objective_name()
@@ -298,7 +395,7 @@ class _GBMBase(BaseEstimator):
             for k, pair in enumerate(eval_set):
                 if not isinstance(pair, (tuple, list)) or len(pair) != 2:
                     raise InputError(f"eval_set[{k}] must be an (X, y) pair.")
-                Xe = self._rows(pair[0], feature_names, names is not None, p)
+                Xe = self._rows(pair[0], feature_names, names is not None, p, categories, is_cat)
                 ye = obj.check_labels(self._encode_y(pair[1], fitting=False))
                 if ye.shape[0] != Xe.shape[0]:
                     raise InputError(
@@ -308,16 +405,25 @@ class _GBMBase(BaseEstimator):
         if cfg.early_stopping_rounds is not None and not evals:
             raise InputError("early_stopping_rounds needs an eval_set.")
         with _threads(self.n_jobs):
-            res = _train.train(Xa, yv, w, obj, base, cfg, rng, evals)
-        self.ensemble_ = self._ensemble(res, obj, base, cfg, feature_names, names is not None)
+            res = _train.train(Xa, yv, w, obj, base, cfg, rng, evals, is_cat, names)
+        self.ensemble_ = self._ensemble(
+            res, obj, base, cfg, feature_names, names is not None, categories
+        )
         self.feature_importances_ = res.importance
         self.best_iteration_ = res.best_iteration
         self.evals_result_ = res.evals_result
         return self
 
     @staticmethod
-    def _rows(X: Any, feature_names: list[str], named: bool, p: int) -> np.ndarray:
-        _, blocks = _input.as_rows(X, p, feature_names, named, None)
+    def _rows(
+        X: Any,
+        feature_names: list[str],
+        named: bool,
+        p: int,
+        categories: dict[int, list],
+        is_cat: np.ndarray,
+    ) -> np.ndarray:
+        _, blocks = _input.as_rows(X, p, feature_names, named, categories or None, numeric=~is_cat)
         return _input.join_blocks(blocks, p)
 
     def _ensemble(
@@ -328,6 +434,7 @@ class _GBMBase(BaseEstimator):
         cfg: _train.Config,
         feature_names: list[str],
         named: bool,
+        categories: dict[int, list],
     ) -> TreeEnsemble:
         trees = res.trees
         sizes = np.array([t.left.shape[0] for t in trees], dtype=np.int64)
@@ -347,6 +454,11 @@ class _GBMBase(BaseEstimator):
             )
 
         leaf_id = np.concatenate([np.arange(s, dtype=np.int32) for s in sizes])
+        n_words = np.array([t.cat_words.shape[0] for t in trees], dtype=np.int64)
+        word_start = np.concatenate([[0], np.cumsum(n_words)[:-1]])
+        cat_offsets = np.concatenate(
+            [t.cat_offsets[:-1] + s for t, s in zip(trees, word_start)] + [[n_words.sum()]]
+        ).astype(np.int64)
         n_out = obj.n_outputs
         params = {
             "booster": "treeinner",
@@ -362,7 +474,16 @@ class _GBMBase(BaseEstimator):
             "subsample": cfg.subsample,
             "colsample_bytree": cfg.colsample_bytree,
             "node_statistics": "all training rows",
+            "categorical_features": np.flatnonzero(res.categorical).tolist(),
         }
+        if res.categorical.any():
+            params.update(
+                max_cat_to_onehot=cfg.max_cat_to_onehot,
+                max_cat_threshold=cfg.max_cat_threshold,
+                cat_smooth=cfg.cat_smooth,
+                cat_l2=cfg.cat_l2,
+                min_data_per_group=cfg.min_data_per_group,
+            )
         from .. import __version__
 
         return TreeEnsemble(
@@ -371,7 +492,7 @@ class _GBMBase(BaseEstimator):
             right=child("right"),
             feature=cat("feature"),
             threshold=cat("threshold"),
-            split_type=np.full(n_nodes, NUMERIC, dtype=np.int8),
+            split_type=cat("split_type"),
             default_left=cat("default_left"),
             missing_type=np.full(n_nodes, MISSING_NAN, dtype=np.int8),
             value=cat("value"),
@@ -379,8 +500,9 @@ class _GBMBase(BaseEstimator):
             count=cat("C"),
             gain=cat("gain"),
             leaf_id=leaf_id,
-            cat_offsets=np.zeros(n_nodes + 1, dtype=np.int64),
-            cat_words=np.zeros(0, dtype=np.uint32),
+            cat_offsets=cat_offsets,
+            cat_words=cat("cat_words").astype(np.uint32),
+            categories=categories,
             tree_group=np.array(res.tree_group, dtype=np.int32),
             tree_iteration=np.arange(len(trees), dtype=np.int32) // n_out,
             learning_rate=np.full(len(trees), cfg.learning_rate),
@@ -484,6 +606,35 @@ class GBMRegressor(RegressorMixin, _GBMBase):
         makes the fit reproducible; results do not depend on ``n_jobs``).
     n_jobs : int or None, default None
         Threads of the Numba kernels (None or -1: all).
+    categorical_features : "auto", None, list of int or str, or bool mask, default "auto"
+        The features split by partitions of their categories (see Notes). "auto": the pandas
+        categorical columns of a DataFrame ``X`` (none for other inputs). Otherwise column
+        indices (negative ones count from the end), column names of a DataFrame, or a boolean
+        mask; pandas categorical columns must be among them. None or ``[]``: none. A pandas
+        categorical column is coded by its categories, a string column declared categorical by
+        its sorted distinct values (both stored in ``ensemble_.categories``, against which
+        later rows are coded by value); a numeric column declared categorical must hold
+        category codes, integers from 0 to 2**31 - 2 (NaN missing), else ``fit`` raises a
+        ValueError naming the column.
+    max_cat_to_onehot : int, default 4
+        At a node where a categorical feature has at most this many non-empty categories
+        (missing counted as one), each category alone is tried against the rest (LightGBM's
+        parameter, here counted per node).
+    max_cat_threshold : int, default 32
+        The sorted search sends at most this many categories left (or right: it scans from
+        both ends of the order), as LightGBM.
+    cat_smooth : float, default 10.0
+        The sorted search orders a node's categories by ``G / (H + cat_smooth)`` and leaves
+        categories with fewer than ``cat_smooth`` rows at the node out of the order (they go
+        right), as LightGBM.
+    cat_l2 : float, default 10.0
+        Extra l2 penalty of the sorted search: its candidates are scored with ``reg_lambda +
+        cat_l2`` in the children (LightGBM's ``cat_l2``). Only the choice of the split uses
+        it; leaf values and the stored gains use ``reg_lambda`` alone.
+    min_data_per_group : int, default 100
+        The sorted search evaluates a candidate only once the categories added since the last
+        candidate hold this many rows, and stops when the right side would hold fewer (rows of
+        the split rows, D with ``split="unbiased"``), as LightGBM.
 
     Attributes
     ----------
@@ -521,6 +672,27 @@ class GBMRegressor(RegressorMixin, _GBMBase):
     the regularised gain of these statistics (so ``treeinner.tree_inner(model, X_train,
     y_train)`` equals it summed per feature); with ``split="unbiased"`` it is not the score the
     split was chosen by.
+
+    Categorical features. Each category of a feature is a histogram bin: one bin per
+    distinct training code, in code order, up to ``max_bins - 1`` codes; a feature with more
+    keeps the ``max_bins - 2`` most frequent codes (ties: the smaller code) and pools the rest
+    into one shared bin, whose codes always go the same way. The missing values are one more
+    bin. A split sends a set of bins left (``split_type`` 2 in ``ensemble_``, the set's codes
+    as a bitset in ``cat_words``): with at most ``max_cat_to_onehot`` non-empty bins at the
+    node, the best single bin against the rest by the regularised gain; otherwise LightGBM's
+    search (``FindBestThresholdCategorical``): the bins with at least ``cat_smooth`` rows sorted
+    by ``G / (H + cat_smooth)``, the best prefix of at most ``max_cat_threshold`` bins taken
+    from either end, scored with ``reg_lambda + cat_l2``, under ``min_data_per_group``. The
+    gain compared across features and with ``min_split_gain`` is that score minus the node's
+    with ``reg_lambda``. With ``split="unbiased"`` the partition is chosen this way on D and
+    scored by score_2 and score_3 like a threshold. Where values go: missing values go left
+    if the search put the missing bin in the left set (``default_left``), else right (also at
+    nodes without missing training rows); codes never seen in training, and codes of
+    categories the node's training rows do not have, go right. Training routes the rows by
+    their bins, prediction by the codes through ``ensemble_`` (``predict``, every treeinner
+    method), and the two agree on every training code, NaN and unseen code (tested). A numeric
+    column's values are the codes themselves, so the bitset of a set is as long as its
+    largest code needs: prefer dense codes (0 to the number of categories).
 
     Gradients follow XGBoost's conventions (the objective names are XGBoost's): squared error
     g = F - y, h = 1; logistic g = p - y, h = max(p (1 - p), 1e-16); softmax g = p - 1[y = c],
@@ -581,7 +753,8 @@ class GBMClassifier(ClassifierMixin, _GBMBase):
     ----------
     n_estimators, learning_rate, max_depth, num_leaves, min_child_weight, min_samples_leaf, \
 reg_lambda, min_split_gain, max_bins, subsample, colsample_bytree, split, unbiased_ratio, \
-early_stopping_rounds, random_state, n_jobs
+early_stopping_rounds, random_state, n_jobs, categorical_features, max_cat_to_onehot, \
+max_cat_threshold, cat_smooth, cat_l2, min_data_per_group
         See ``GBMRegressor``.
 
     Attributes

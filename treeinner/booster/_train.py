@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from .._errors import InputError
+from .._format import CAT_SET_LEFT, NUMERIC
 from ..kernels import histogram as K
 from ..kernels._threads import n_chunks, n_threads
 from ..objectives import Objective
@@ -38,6 +40,21 @@ class Config:
     unbiased: bool
     same_heldout: bool  # unbiased_ratio "1:1+1": D1' = D2'
     early_stopping_rounds: int | None
+    max_cat_to_onehot: int = 4
+    max_cat_threshold: int = 32
+    cat_smooth: float = 10.0
+    cat_l2: float = 10.0
+    min_data_per_group: int = 100
+
+    def catp(self) -> np.ndarray:
+        """The categorical parameters as ``find_splits`` takes them (slots ``K.C_*``)."""
+        out = np.zeros(K.N_CATP, dtype=np.float64)
+        out[K.C_MAX_ONEHOT] = self.max_cat_to_onehot
+        out[K.C_MAX_THRESHOLD] = self.max_cat_threshold
+        out[K.C_SMOOTH] = self.cat_smooth
+        out[K.C_L2] = self.cat_l2
+        out[K.C_MIN_GROUP] = self.min_data_per_group
+        return out
 
 
 @dataclass
@@ -46,29 +63,83 @@ class Binned:
 
     bins: np.ndarray  # (n, p) uint8 / uint16, for histograms
     bins_t: np.ndarray  # (p, n) the same, feature-major, for the row partition
-    cuts: np.ndarray  # (p, max_value_bins) float64
+    cuts: np.ndarray  # (p, max_value_bins) float64 (unused for categorical features)
     n_bins: np.ndarray  # (p,) int64 value bins per feature
     off: np.ndarray  # (p,) int64 first histogram bin of each feature
     nbp: np.ndarray  # (p,) int64 histogram bins per feature (value bins + missing)
     n_hbins: int
+    is_cat: np.ndarray | None = None  # (p,) uint8: categorical features
+    # per categorical feature: its training codes (sorted, distinct, int64) and their bins
+    cat_codes: dict[int, np.ndarray] | None = None
+    cat_bin: dict[int, np.ndarray] | None = None
+
+    @property
+    def has_cat(self) -> bool:
+        return self.is_cat is not None and bool(self.is_cat.any())
 
 
-def bin_data(X: np.ndarray, max_bins: int) -> Binned:
-    """Bin every feature of ``X`` into at most ``max_bins - 1`` value bins plus a missing bin."""
+def check_categorical(X: np.ndarray, features: np.ndarray, names: list[str] | None = None) -> None:
+    """Raise an InputError unless every value of the columns ``features`` of ``X`` is NaN or
+    a non-negative integer below 2**31 - 1 (a category code)."""
+    for f in features.tolist():
+        col = X[:, f]
+        v = col[~np.isnan(col)]
+        bad = v[(v < 0) | (v != np.floor(v)) | (v >= K.MAX_CAT_CODE)]
+        if bad.size:
+            name = repr(names[f]) if names is not None else f"{f}"
+            raise InputError(
+                f"Categorical feature {name} has values that are not category codes (integers "
+                f"from 0 to 2**31 - 2, or NaN for missing), e.g. {float(bad[0])!r}; code the "
+                "categories as non-negative integers, or pass a pandas categorical column."
+            )
+
+
+def _cat_bins(col: np.ndarray, max_value_bins: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Bins of one categorical column (non-negative integer codes, NaN missing): its distinct
+    codes (sorted), the bin of each, and the number of value bins. With at most
+    ``max_value_bins`` codes, one bin per code in code order; otherwise the ``max_value_bins -
+    1`` most frequent codes (ties: the smaller code) get a bin each, in code order, and the
+    rest share the last bin."""
+    v = col[~np.isnan(col)]
+    if v.size == 0:
+        return np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.int64), 0
+    codes, counts = np.unique(v, return_counts=True)
+    k = codes.shape[0]
+    if k <= max_value_bins:
+        return codes, np.arange(k, dtype=np.int64), k
+    keep = np.sort(np.lexsort((codes, -counts))[: max_value_bins - 1])  # positions in codes
+    bin_of = np.full(k, max_value_bins - 1, dtype=np.int64)
+    bin_of[keep] = np.arange(keep.shape[0], dtype=np.int64)
+    return codes, bin_of, max_value_bins
+
+
+def bin_data(X: np.ndarray, max_bins: int, is_cat: np.ndarray | None = None) -> Binned:
+    """Bin every feature of ``X`` into at most ``max_bins - 1`` value bins plus a missing bin.
+
+    Categorical features (``is_cat``, uint8 per feature; codes checked by
+    ``check_categorical``) get a bin per category (``_cat_bins``)."""
     n, p = X.shape
     max_value_bins = max_bins - 1
     X = np.ascontiguousarray(X, dtype=np.float64)
+    skip = np.zeros(p, dtype=np.uint8) if is_cat is None else is_cat.astype(np.uint8)
     cuts = np.zeros((p, max_value_bins), dtype=np.float64)
     n_bins = np.zeros(p, dtype=np.int64)
-    K.find_cuts(X, max_value_bins, cuts, n_bins)
+    K.find_cuts(X, max_value_bins, cuts, n_bins, skip=skip)
     dtype = np.uint8 if max_bins <= 256 else np.uint16
     bins = np.empty((n, p), dtype=dtype)
     bins_t = np.empty((p, n), dtype=dtype)
-    K.apply_bins(X, cuts, n_bins, bins, bins_t)
+    K.apply_bins(X, cuts, n_bins, bins, bins_t, skip=skip)
+    cat_codes: dict[int, np.ndarray] = {}
+    cat_bin: dict[int, np.ndarray] = {}
+    for f in np.flatnonzero(skip).tolist():
+        codes, bin_of, nb = _cat_bins(X[:, f], max_value_bins)
+        n_bins[f] = nb
+        cat_codes[f], cat_bin[f] = codes.astype(np.int64), bin_of
+        K.apply_cat_bins(X, f, codes, bin_of, nb, bins, bins_t)
     nbp = n_bins + 1
     off = np.zeros(p, dtype=np.int64)
     off[1:] = np.cumsum(nbp)[:-1]
-    return Binned(bins, bins_t, cuts, n_bins, off, nbp, int(nbp.sum()))
+    return Binned(bins, bins_t, cuts, n_bins, off, nbp, int(nbp.sum()), skip, cat_codes, cat_bin)
 
 
 @dataclass
@@ -87,6 +158,9 @@ class TreeArrays:
     gain: np.ndarray
     best_feature: np.ndarray  # feature of every evaluated node's best split (-1: none)
     score3: np.ndarray  # its score_3 (unbiased gain on D2'; the gain in gain mode)
+    split_type: np.ndarray  # int8: NUMERIC, or CAT_SET_LEFT (the set's categories go left)
+    cat_offsets: np.ndarray  # (n + 1,) int64: each node's words in cat_words
+    cat_words: np.ndarray  # uint32 bitsets of the categorical nodes' left sets
 
 
 class _Pool:
@@ -129,6 +203,7 @@ class _Tree:
         self.default_left = [0]
         self.scores: list[list[float]] = [_NO_SCORES]  # replaced, never changed in place
         self.evaluated = [False]
+        self.cat: list[np.ndarray | None] = [None]  # a categorical split's left bins (uint8)
 
     def add(self, depth: int, bounds: tuple[int, ...]) -> int:
         self.depth.append(depth)
@@ -141,6 +216,7 @@ class _Tree:
         self.default_left.append(0)
         self.evaluated.append(False)
         self.scores.append(_NO_SCORES)
+        self.cat.append(None)
         return len(self.depth) - 1
 
 
@@ -163,7 +239,10 @@ class Grower:
         self.cfg = cfg
         self.P = n_parts
         self.HP = n_hparts
-        self.S = 3 if (cfg.unbiased or cfg.min_samples_leaf > 1) else 2
+        self.S = 3 if (cfg.unbiased or cfg.min_samples_leaf > 1 or binned.has_cat) else 2
+        p = binned.n_bins.shape[0]
+        self.is_cat = binned.is_cat if binned.is_cat is not None else np.zeros(p, np.uint8)
+        self.catp = cfg.catp()
         self.msl = max(cfg.min_samples_leaf, 1)
         n = binned.bins.shape[0]
         self.tmp = np.empty(n, dtype=np.int32)
@@ -248,13 +327,35 @@ class Grower:
             res_i,
             res_f,
             nch,
+            self.is_cat,
+            self.catp,
         )
-        for k, ri, rf in zip(ids, res_i.tolist(), res_f.tolist()):
+        kind = res_i[:, K.R_CAT]
+        masks = None
+        if np.any(kind != K.CAT_NONE):  # the left bins of categorical splits, while the
+            feature = np.maximum(res_i[:, K.R_FEATURE], 0)  # histograms are at hand
+            masks = np.zeros((m, int(self.b.nbp[feature].max())), dtype=np.uint8)
+            K.cat_left_bins(
+                self.pool.data,
+                slots,
+                self.HP,
+                self.b.n_hbins,
+                feature,
+                self.b.off,
+                self.b.n_bins,
+                self.catp,
+                np.ascontiguousarray(kind),
+                np.ascontiguousarray(res_i[:, K.R_BIN]),
+                masks,
+            )
+        for q, (k, ri, rf) in enumerate(zip(ids, res_i.tolist(), res_f.tolist())):
             t.evaluated[k] = True
             t.feature[k] = ri[K.R_FEATURE]
             t.bin[k] = ri[K.R_BIN]
             t.default_left[k] = ri[K.R_DEFAULT_LEFT]
             t.scores[k] = rf
+            f = ri[K.R_FEATURE]
+            t.cat[k] = masks[q, : self.b.nbp[f]].copy() if ri[K.R_CAT] != K.CAT_NONE else None
 
     # ------------------------------------------------------------------ growth
     def grow(
@@ -320,6 +421,11 @@ class Grower:
             dl = np.array([t.default_left[k] for k in batch], dtype=np.int64)
             cb = np.empty((m, 2, self.P + 1), dtype=np.int64)
             rows = int(bounds[:, -1].sum() - bounds[:, 0].sum())
+            is_cat = np.array([t.cat[k] is not None for k in batch], dtype=np.uint8)
+            masks = np.zeros((m, int(self.b.nbp[feature].max()) if is_cat.any() else 1), np.uint8)
+            for q, k in enumerate(batch):
+                if is_cat[q]:
+                    masks[q, : t.cat[k].shape[0]] = t.cat[k]
             K.partition(
                 self.b.bins_t,
                 idx,
@@ -331,6 +437,8 @@ class Grower:
                 self.b.n_bins[feature],
                 cb,
                 n_chunks(rows, m) if m > 1 and rows >= _PARALLEL_ROWS else 1,
+                is_cat,
+                masks,
             )
             child_bounds = cb.tolist()
             more = (not self.best_first) or n_leaves < cfg.num_leaves
@@ -429,8 +537,24 @@ class Grower:
         best_feature[~np.array(t.evaluated, dtype=bool)] = -1
         feature = np.where(is_leaf, -1, best_feature).astype(np.int32)
         threshold = np.full(n, np.nan)
-        threshold[inner] = self.b.cuts[best_feature[inner], np.array(t.bin, dtype=np.int64)[inner]]
+        num = np.array([c is None for c in t.cat], dtype=bool) & ~is_leaf
+        threshold[num] = self.b.cuts[best_feature[num], np.array(t.bin, dtype=np.int64)[num]]
         default_left = np.where(is_leaf, 0, np.array(t.default_left)).astype(np.uint8)
+        split_type = np.full(n, NUMERIC, dtype=np.int8)
+        cat_offsets = np.zeros(n + 1, dtype=np.int64)
+        words: list[np.ndarray] = []
+        for k in inner.tolist():
+            mask = t.cat[k]
+            if mask is None:
+                continue
+            f = int(best_feature[k])
+            split_type[k] = CAT_SET_LEFT
+            default_left[k] = mask[self.b.n_bins[f]]  # the missing bin's side
+            left_codes = self.b.cat_codes[f][mask[self.b.cat_bin[f]] != 0]
+            words.append(_bitset(left_codes))
+            cat_offsets[k + 1] = words[-1].shape[0]
+        cat_offsets = np.cumsum(cat_offsets)
+        cat_words = np.concatenate(words) if words else np.zeros(0, dtype=np.uint32)
         score3 = np.array([sc[K.R_SCORE3] for sc in t.scores])
         score3[best_feature < 0] = 0.0
         tree = TreeArrays(
@@ -446,8 +570,21 @@ class Grower:
             gain,
             best_feature,
             score3,
+            split_type,
+            cat_offsets,
+            cat_words,
         )
         return tree
+
+
+def _bitset(codes: np.ndarray) -> np.ndarray:
+    """The category codes ``codes`` (non-negative int64) as a bitset of uint32 words (bit
+    ``c % 32`` of word ``c // 32``), as long as the largest code needs."""
+    if codes.shape[0] == 0:
+        return np.zeros(0, dtype=np.uint32)
+    words = np.zeros(int(codes.max()) // 32 + 1, dtype=np.uint32)
+    np.bitwise_or.at(words, codes // 32, (np.uint32(1) << (codes % 32).astype(np.uint32)))
+    return words
 
 
 @dataclass
@@ -458,6 +595,12 @@ class TrainResult:
     evals_result: dict[str, dict[str, list[float]]]
     best_iteration: int
     n_rounds: int
+    # training margins after every grown tree (rows routed by their bins; before any
+    # early-stopping truncation)
+    margin: np.ndarray
+    # categorical features and the training codes of each (sorted, distinct)
+    categorical: np.ndarray
+    cat_codes: dict[int, np.ndarray]
 
 
 def _role_sizes(n_in: int, cfg: Config) -> list[int]:
@@ -470,6 +613,33 @@ def _role_sizes(n_in: int, cfg: Config) -> list[int]:
     return [n_in - 2 * third, third, third]
 
 
+def categorical_mask(categorical_features: Any, p: int) -> np.ndarray:
+    """The categorical features as a bool mask of ``p``: from None (none), a bool mask of
+    length ``p`` or column indices (negative ones count from the end)."""
+    mask = np.zeros(p, dtype=bool)
+    if categorical_features is None:
+        return mask
+    arr = np.asarray(categorical_features)
+    if arr.dtype == bool:
+        if arr.shape != (p,):
+            raise InputError(
+                f"categorical_features as a boolean mask must have one entry per feature ({p}), "
+                f"got shape {arr.shape}."
+            )
+        return arr.copy()
+    if arr.size == 0:
+        return mask
+    if arr.ndim != 1 or arr.dtype.kind not in "iu":
+        raise InputError(
+            "categorical_features must be column indices or a boolean mask, got "
+            f"{categorical_features!r}."
+        )
+    if np.any((arr < -p) | (arr >= p)):
+        raise InputError(f"categorical_features {arr.tolist()} outside the {p} columns of X.")
+    mask[arr] = True
+    return mask
+
+
 def train(
     X: np.ndarray,
     y: np.ndarray,
@@ -479,11 +649,26 @@ def train(
     cfg: Config,
     rng: np.random.Generator,
     eval_sets: list[tuple[np.ndarray, np.ndarray]],
+    categorical_features: Any = None,
+    feature_names: list[str] | None = None,
 ) -> TrainResult:
-    """Boost ``cfg.n_estimators`` rounds of ``obj.n_outputs`` trees on (X, y, w)."""
+    """Boost ``cfg.n_estimators`` rounds of ``obj.n_outputs`` trees on (X, y, w).
+
+    ``categorical_features``: column indices or a boolean mask of the features whose values
+    are category codes (non-negative integers, NaN missing; see ``check_categorical``), split
+    by partitions of their categories; ``feature_names`` only name columns in errors. Column
+    names and pandas categorical columns are resolved by the estimators."""
     n, p = X.shape
     n_out = obj.n_outputs
-    binned = bin_data(X, cfg.max_bins)
+    is_cat = categorical_mask(categorical_features, p)
+    cat_idx = np.flatnonzero(is_cat)
+    check_categorical(X, cat_idx, feature_names)
+    for k, (Xe, _) in enumerate(eval_sets):
+        try:
+            check_categorical(Xe, cat_idx, feature_names)
+        except InputError as e:
+            raise InputError(f"eval_set[{k}]: {e}") from None
+    binned = bin_data(X, cfg.max_bins, is_cat.astype(np.uint8))
     n_in = n if cfg.subsample >= 1.0 else max(1, int(round(cfg.subsample * n)))
     sizes = _role_sizes(n_in, cfg)
     if min(sizes) < 1:
@@ -545,6 +730,9 @@ def train(
                     Fe,
                     c,
                     None if Xe.shape[0] >= _PARALLEL_ROWS else 1,
+                    tree.split_type,
+                    tree.cat_offsets,
+                    tree.cat_words,
                 )
             trees.append(tree)
             groups.append(c)
@@ -574,4 +762,14 @@ def train(
         else:
             inner = t.left >= 0
             np.add.at(importance, t.feature[inner], t.gain[inner])
-    return TrainResult(trees, groups, importance, evals_result, best_iter, rounds)
+    return TrainResult(
+        trees,
+        groups,
+        importance,
+        evals_result,
+        best_iter,
+        rounds,
+        F,
+        is_cat,
+        binned.cat_codes,
+    )

@@ -17,14 +17,18 @@ Layout
 * ``gh``: (n_rows, 2) float64, the weighted gradient and hessian of every row for the tree.
 
 A numeric split sends a row left iff its bin is ``<= thr_bin`` (value ``<= cuts[f, thr_bin]``),
-and missing values to the default side. Every kernel's result is independent of the number of
-threads: each histogram entry, node sum and split is computed by one thread in a fixed order.
-Kernels that do real work on many rows are chunk kernels (``_..._chunk(..., ch, nch)``, compiled
-``nogil``) spread over threads by ``kernels._threads.run_chunks`` from a plain Python function
-of the public name; the caller picks the number of chunks by the amount of work (one chunk
-runs on the calling thread). All use NumPy's
-floating-point error model: a candidate split's score may divide by zero before the candidate
-is masked out as invalid.
+and missing values to the default side. A categorical feature (``is_cat[f]``) has a bin per
+category (``apply_cat_bins``; its cuts are unused) and its split sends a set of bins left, the
+missing bin included or not (``_scan_cat``, ``cat_left_bins``, ``partition``'s masks); its
+histograms need the count channel (``S == 3``).
+
+Every kernel's result is independent of the number of threads: each histogram entry, node sum
+and split is computed by one thread in a fixed order. Kernels that do real work on many rows
+are chunk kernels (``_..._chunk(..., ch, nch)``, compiled ``nogil``) spread over threads by
+``kernels._threads.run_chunks`` from a plain Python function of the public name; the caller
+picks the number of chunks by the amount of work (one chunk runs on the calling thread). All
+use NumPy's floating-point error model: a candidate split's score may divide by zero before
+the candidate is masked out as invalid.
 """
 
 from __future__ import annotations
@@ -127,12 +131,14 @@ def _greedy_bins(s, distinct, max_bins, out):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _cuts_chunk(X, max_value_bins, cuts, n_bins, ch, nch):
+def _cuts_chunk(X, max_value_bins, cuts, n_bins, skip, ch, nch):
     """Chunk ``ch`` of ``nch`` (features) of ``find_cuts``."""
     n, p = X.shape
     f0, f1 = chunk_range(ch, nch, p)
     col = np.empty(n, dtype=np.float64)
     for f in range(f0, f1):
+        if skip[f] != 0:
+            continue
         m = 0
         for i in range(n):
             v = X[i, f]
@@ -158,24 +164,27 @@ def _cuts_chunk(X, max_value_bins, cuts, n_bins, ch, nch):
         n_bins[f] = k
 
 
-def find_cuts(X, max_value_bins, cuts, n_bins, nch=None):
+def find_cuts(X, max_value_bins, cuts, n_bins, nch=None, skip=None):
     """Bin upper bounds of every feature (column ``f`` of ``X``; NaN ignored) into
     ``cuts[f, :n_bins[f]]`` (``nch`` chunks of features; by default from the work).
 
     With at most ``max_value_bins`` distinct values, one bin per value; otherwise quantile bins
-    (see ``_greedy_bins``).
+    (see ``_greedy_bins``). Features with ``skip[f] != 0`` (uint8; categorical features, binned
+    by the caller) are left untouched.
     """
     n, p = X.shape
     if nch is None:
         nch = n_chunks(p * n, p, 1)
-    run_chunks(_cuts_chunk, nch, X, max_value_bins, cuts, n_bins)
+    if skip is None:
+        skip = np.zeros(p, dtype=np.uint8)
+    run_chunks(_cuts_chunk, nch, X, max_value_bins, cuts, n_bins, skip)
 
 
 BIN_ROWS = 256  # rows per block of apply_bins (their values of every feature stay in cache)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _bins_chunk(X, cuts, n_bins, bins, bins_t, ch, nch):
+def _bins_chunk(X, cuts, n_bins, bins, bins_t, skip, ch, nch):
     """Chunk ``ch`` of ``nch`` (row blocks) of ``apply_bins``."""
     n, p = X.shape
     k0, k1 = chunk_range(ch, nch, (n + BIN_ROWS - 1) // BIN_ROWS)
@@ -183,6 +192,8 @@ def _bins_chunk(X, cuts, n_bins, bins, bins_t, ch, nch):
         i0 = blk * BIN_ROWS
         i1 = min(n, i0 + BIN_ROWS)
         for f in range(p):
+            if skip[f] != 0:
+                continue
             nb = n_bins[f]
             c = cuts[f]
             steps = 0
@@ -204,15 +215,42 @@ def _bins_chunk(X, cuts, n_bins, bins, bins_t, ch, nch):
                 bins_t[f, i] = b
 
 
-def apply_bins(X, cuts, n_bins, bins, bins_t, nch=None):
+def apply_bins(X, cuts, n_bins, bins, bins_t, nch=None, skip=None):
     """Bin of every entry of ``X`` (rows x features) into ``bins`` (same layout) and
     ``bins_t`` (features x rows): the first bin whose upper bound is ``>= x`` (clamped to the
     last value bin), ``n_bins[f]`` for NaN. ``nch`` chunks of row blocks (by default from the
-    work)."""
+    work). Features with ``skip[f] != 0`` are left untouched (see ``apply_cat_bins``)."""
     n, p = X.shape
     if nch is None:
         nch = n_chunks(p * n, (n + BIN_ROWS - 1) // BIN_ROWS)
-    run_chunks(_bins_chunk, nch, X, cuts, n_bins, bins, bins_t)
+    if skip is None:
+        skip = np.zeros(p, dtype=np.uint8)
+    run_chunks(_bins_chunk, nch, X, cuts, n_bins, bins, bins_t, skip)
+
+
+@njit(cache=True, error_model="numpy")
+def apply_cat_bins(X, f, codes, bin_of_code, n_bins_f, bins, bins_t):
+    """Bins of the categorical feature ``f``: a row whose value is the code ``codes[k]``
+    (sorted, distinct) goes to bin ``bin_of_code[k]``; NaN to the missing bin ``n_bins_f``.
+    Every value of ``X[:, f]`` must be NaN or one of ``codes`` (the caller checked)."""
+    n = X.shape[0]
+    m = codes.shape[0]
+    for i in range(n):
+        v = X[i, f]
+        if np.isnan(v):
+            b = n_bins_f
+        else:
+            lo = 0
+            hi = m
+            while lo < hi:  # first k with codes[k] >= v
+                mid = (lo + hi) >> 1
+                if codes[mid] < v:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            b = bin_of_code[lo]
+        bins[i, f] = b
+        bins_t[f, i] = b
 
 
 # ---------------------------------------------------------------------- gradients
@@ -418,11 +456,29 @@ def subtract_histograms(pool, parent_slots, small_slots, slot_size):
 R_FEATURE = 0
 R_BIN = 1
 R_DEFAULT_LEFT = 2
-N_IRES = 3
+R_CAT = 3  # the kind of split: one of the CAT_* codes below
+N_IRES = 4
 R_GAIN = 0
 R_SCORE2 = 1
 R_SCORE3 = 2
 N_FRES = 3
+
+# R_CAT codes. A categorical split sends a set of the feature's bins (categories, the pooled
+# rare categories' bin, the missing bin) left. One-hot: the bin R_BIN alone. Sorted: the node's
+# candidate bins sorted by G / (H + cat_smooth) (see ``_cat_candidates``), the first R_BIN of
+# them (low end) or the last R_BIN (high end).
+CAT_NONE = 0
+CAT_ONEHOT = 1
+CAT_LOW = 2
+CAT_HIGH = 3
+
+# Slots of the categorical parameter vector ``catp`` (float64) of find_splits.
+C_MAX_ONEHOT = 0  # max_cat_to_onehot: one-hot search up to this many non-empty bins at a node
+C_MAX_THRESHOLD = 1  # max_cat_threshold: most categories scanned from each end
+C_SMOOTH = 2  # cat_smooth: G / (H + cat_smooth) sort key; bins with fewer rows are not sorted
+C_L2 = 3  # cat_l2: extra l2 of the sorted search's child scores
+C_MIN_GROUP = 4  # min_data_per_group: rows per group of categories added before a candidate
+N_CATP = 5
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -738,6 +794,209 @@ def _scan_unbiased(
     out_f[R_SCORE3] = TL * rl + (Tt - TL) * rr - Tt * rt
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _cat_candidates(pool, b0, nbin, catp, cand, key):
+    """The candidate bins of a categorical feature's sorted search (part 0 of its histogram at
+    ``pool[b0]``, three channels, ``nbin`` bins with the missing one): the bins with at least
+    one row and at least ``cat_smooth`` rows, into ``cand`` (bin order), their sort keys G / (H
+    + cat_smooth) into ``key``; returns their number (LightGBM's rule)."""
+    smooth = catp[C_SMOOTH]
+    m = 0
+    for b in range(nbin):
+        j = b0 + 3 * b
+        c = pool[j + 2]
+        if c > 0.0 and c >= smooth:
+            cand[m] = b
+            key[m] = pool[j] / (pool[j + 1] + smooth)
+            m += 1
+    return m
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _cat_valid(run, tot, P, lam_c, mcw, msl):
+    """Whether left sums ``run[3 r + c]`` (part r, channel c) leave both children at least
+    ``msl`` rows and ``mcw`` (> 0) hessian in every part (``lam_c`` keeps the part-0 scores
+    finite)."""
+    ok = True
+    for r in range(P):
+        hl = run[3 * r + 1]
+        cl = run[3 * r + 2]
+        hr = tot[r, 1] - hl
+        cr = tot[r, 2] - cl
+        ok = ok & (hl >= mcw) & (hr >= mcw) & (hl > 0.0) & (hr > 0.0)
+        ok = ok & (cl >= msl) & (cr >= msl)
+    hl0 = run[1]
+    return ok & (hl0 + lam_c > 0.0) & (tot[0, 1] - hl0 + lam_c > 0.0)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _cat_add(pool, b0, part_size, P, b, run):
+    """Add bin ``b`` of every part (parts ``part_size`` apart from ``pool[b0]``) to ``run``."""
+    for r in range(P):
+        j = b0 + r * part_size + 3 * b
+        run[3 * r] += pool[j]
+        run[3 * r + 1] += pool[j + 1]
+        run[3 * r + 2] += pool[j + 2]
+
+
+@njit(cache=True, error_model="numpy")
+def _scan_cat(
+    pool, base, part_size, P, f, off, n_bins, tot, lam, mcw, msl, catp, unbiased, scratch, cand,
+    out_i, out_f,
+):  # fmt: skip
+    """Best partition of the categorical feature ``f`` of one node (histogram of ``P`` parts of
+    three channels at ``pool[base]``, node totals ``tot[r]`` per part): the set of bins that
+    goes left, chosen by the gain on part 0 (all rows, or D of UnbiasedGBM) among the sets
+    whose children keep at least ``msl`` rows and ``mcw`` hessian in every part.
+
+    Every bin of the feature is a category here, the missing bin included (so missing values
+    go to the side the search puts them on). With at most ``max_cat_to_onehot`` non-empty bins
+    at the node, one-hot: each bin alone against the rest, scored with ``lam``. Otherwise
+    LightGBM's sorted search: the bins with at least ``cat_smooth`` rows sorted by G / (H +
+    cat_smooth), prefixes of up to ``min(max_cat_threshold, (m + 1) // 2)`` bins from either
+    end (bins not sorted always go right), a candidate evaluated once its group of newly added
+    bins holds ``min_data_per_group`` rows and only while the right side keeps that many, scored
+    with ``lam + cat_l2``. The gain is the children's score minus the parent's with ``lam``.
+    Unbiased: score_2 and score_3 of the chosen partition as in ``_scan_unbiased``.
+
+    Writes (R_BIN, R_DEFAULT_LEFT, R_CAT) and the scores; R_BIN -1 if no valid partition.
+    ``scratch`` holds 3 float64 arrays and ``cand`` one int64 array of at least
+    ``max(n_bins[f] + 1, 3 P)`` entries."""
+    nb = n_bins[f]
+    nbin = nb + 1
+    b0 = base + off[f] * 3
+    run = scratch[0]
+    best_run = scratch[1]
+    key = scratch[2]
+    Gt = tot[0, 0]
+    Ht = tot[0, 1]
+    Ct = tot[0, 2]
+    n_ne = 0
+    for b in range(nbin):
+        if pool[b0 + 3 * b + 2] > 0.0:
+            n_ne += 1
+    best = _NEG_INF
+    best_k = -1
+    best_kind = CAT_NONE
+    best_miss = False
+    lam_c = lam
+    if n_ne <= catp[C_MAX_ONEHOT]:
+        for b in range(nbin):
+            if pool[b0 + 3 * b + 2] <= 0.0:
+                continue
+            for k in range(3 * P):
+                run[k] = 0.0
+            _cat_add(pool, b0, part_size, P, b, run)
+            if not _cat_valid(run, tot, P, lam, mcw, msl):
+                continue
+            gl = run[0]
+            hl = run[1]
+            v = gl * gl / (hl + lam) + (Gt - gl) * (Gt - gl) / (Ht - hl + lam)
+            if v > best:
+                best, best_k, best_kind, best_miss = v, b, CAT_ONEHOT, b == nb
+                for k in range(3 * P):
+                    best_run[k] = run[k]
+    else:
+        lam_c = lam + catp[C_L2]
+        m = _cat_candidates(pool, b0, nbin, catp, cand, key)
+        order = np.argsort(key[:m], kind="mergesort")  # stable: ties keep bin order
+        max_num = min(np.int64(catp[C_MAX_THRESHOLD]), (m + 1) // 2)
+        mdpg = catp[C_MIN_GROUP]
+        for side in range(2):
+            for k in range(3 * P):
+                run[k] = 0.0
+            group = 0.0
+            miss = False
+            for i in range(min(m, max_num)):
+                b = cand[order[i]] if side == 0 else cand[order[m - 1 - i]]
+                _cat_add(pool, b0, part_size, P, b, run)
+                group += pool[b0 + 3 * b + 2]
+                miss = miss or b == nb
+                cl = run[2]
+                hl = run[1]
+                if cl < msl or hl < mcw:
+                    continue
+                if Ct - cl < msl or Ct - cl < mdpg or Ht - hl < mcw:
+                    break
+                if group < mdpg:
+                    continue
+                group = 0.0
+                if not _cat_valid(run, tot, P, lam_c, mcw, msl):
+                    continue
+                gl = run[0]
+                v = gl * gl / (hl + lam_c) + (Gt - gl) * (Gt - gl) / (Ht - hl + lam_c)
+                if v > best:
+                    best, best_k, best_miss = v, i + 1, miss
+                    best_kind = CAT_LOW if side == 0 else CAT_HIGH
+                    for k in range(3 * P):
+                        best_run[k] = run[k]
+    out_i[R_BIN] = best_k
+    out_i[R_CAT] = best_kind
+    out_i[R_DEFAULT_LEFT] = 1 if best_miss else 0
+    if best_k < 0:
+        out_i[R_CAT] = CAT_NONE
+        out_i[R_DEFAULT_LEFT] = 0
+        out_f[R_GAIN] = _NEG_INF
+        out_f[R_SCORE2] = _NEG_INF
+        out_f[R_SCORE3] = _NEG_INF
+        return
+    g = best - Gt * Gt / (Ht + lam)
+    out_f[R_GAIN] = g
+    if not unbiased:
+        out_f[R_SCORE2] = g
+        out_f[R_SCORE3] = g
+        return
+    # score_2: training side D, ratios from D1'
+    GL0 = best_run[0]
+    GL1 = best_run[3]
+    HL1 = best_run[4]
+    rl = GL1 / HL1
+    rr = (tot[1, 0] - GL1) / (tot[1, 1] - HL1)
+    rt = tot[1, 0] / tot[1, 1]
+    s2 = GL0 * rl + (Gt - GL0) * rr - Gt * rt
+    out_f[R_SCORE2] = s2
+    if P == 2:
+        out_f[R_SCORE3] = s2
+        return
+    # score_3: training side D + D1', ratios from D2'
+    GL2 = best_run[6]
+    HL2 = best_run[7]
+    Tt = Gt + tot[1, 0]
+    TL = GL0 + GL1
+    rl = GL2 / HL2
+    rr = (tot[2, 0] - GL2) / (tot[2, 1] - HL2)
+    rt = tot[2, 0] / tot[2, 1]
+    out_f[R_SCORE3] = TL * rl + (Tt - TL) * rr - Tt * rt
+
+
+@njit(cache=True, error_model="numpy")
+def cat_left_bins(pool, slots, n_hparts, n_hbins, feature, off, n_bins, catp, kind, k, masks):
+    """The left set of the categorical split of every node ``j`` (histogram in slot
+    ``slots[j]``, three channels; feature ``feature[j]``; ``kind[j]`` and ``k[j]``, the R_CAT
+    and R_BIN results of ``find_splits``): ``masks[j, b] = 1`` for the bins ``b`` that go left,
+    0 for the others (rows of nodes without a categorical split untouched). The candidates and
+    their order are recomputed exactly as the search found them (``_cat_candidates``)."""
+    slot_size = n_hparts * n_hbins * 3
+    for j in range(slots.shape[0]):
+        if kind[j] == CAT_NONE:
+            continue
+        f = feature[j]
+        nbin = n_bins[f] + 1
+        for b in range(nbin):
+            masks[j, b] = 0
+        if kind[j] == CAT_ONEHOT:
+            masks[j, k[j]] = 1
+            continue
+        b0 = slots[j] * slot_size + off[f] * 3
+        cand = np.empty(nbin, dtype=np.int64)
+        key = np.empty(nbin, dtype=np.float64)
+        m = _cat_candidates(pool, b0, nbin, catp, cand, key)
+        order = np.argsort(key[:m], kind="mergesort")
+        for i in range(k[j]):
+            b = cand[order[i]] if kind[j] == CAT_LOW else cand[order[m - 1 - i]]
+            masks[j, b] = 1
+
+
 @njit(cache=True, error_model="numpy")
 def _split_prepare(pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins):
     """Node totals of (w g, w h, count) per part, summed over all bins of the first feature
@@ -788,82 +1047,120 @@ def _split_pick(feats, unbiased, pi, pf, res_i, res_f):
             res_i[j, R_FEATURE] = -1
             res_i[j, R_BIN] = -1
             res_i[j, R_DEFAULT_LEFT] = 0
+            res_i[j, R_CAT] = CAT_NONE
             for c in range(N_FRES):
                 res_f[j, c] = _NEG_INF
         else:
             res_i[j, R_FEATURE] = feats[best % nf]
             res_i[j, R_BIN] = pi[best, R_BIN]
             res_i[j, R_DEFAULT_LEFT] = pi[best, R_DEFAULT_LEFT]
+            res_i[j, R_CAT] = pi[best, R_CAT]
             for c in range(N_FRES):
                 res_f[j, c] = pf[best, c]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _gain_splits_chunk(
-    pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins, lam, mcw, msl, max_nb, pi, pf,
-    ch, nch,
+    pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins, lam, mcw, msl, max_nb, is_cat,
+    catp, pi, pf, ch, nch,
 ):  # fmt: skip
     """Chunk ``ch`` of ``nch`` ((node, feature) pairs) of ``find_splits`` in gain mode."""
     nf = feats.shape[0]
     slot_size = n_hparts * n_hbins * S
     lo, hi = chunk_range(ch, nch, slots.shape[0] * nf)
     scratch = np.empty((4, max_nb))
+    cscratch = np.empty((3, max_nb + 4))
+    cand = np.empty(max_nb + 4, dtype=np.int64)
     for task in range(lo, hi):
         j = task // nf
+        f = feats[task % nf]
+        if is_cat[f] != 0:
+            _scan_cat(
+                pool, slots[j] * slot_size, n_hbins * S, 1, f, off, n_bins, totals[j], lam, mcw,
+                msl, catp, False, cscratch, cand, pi[task], pf[task],
+            )  # fmt: skip
+            continue
         _scan_gain(
-            pool, slots[j] * slot_size, feats[task % nf], off, n_bins, totals[j, 0], lam, mcw,
-            msl, S, scratch, pi[task], pf[task],
+            pool, slots[j] * slot_size, f, off, n_bins, totals[j, 0], lam, mcw, msl, S, scratch,
+            pi[task], pf[task],
         )  # fmt: skip
+        pi[task, R_CAT] = CAT_NONE
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _unbiased_splits_chunk(
-    pool, slots, totals, n_hparts, n_hbins, feats, off, n_bins, lam, mcw, msl, max_nb, pi, pf, ch,
-    nch,
+    pool, slots, totals, n_hparts, n_hbins, feats, off, n_bins, lam, mcw, msl, max_nb, is_cat, catp,
+    pi, pf, ch, nch,
 ):  # fmt: skip
     """Chunk ``ch`` of ``nch`` ((node, feature) pairs) of ``find_splits`` in unbiased mode
     (three channels)."""
     nf = feats.shape[0]
     part_size = n_hbins * 3
     lo, hi = chunk_range(ch, nch, slots.shape[0] * nf)
-    scratch = np.empty((3 * n_hparts + 2, max(max_nb + 1, 3 * n_hparts)))
+    width = max(max_nb + 1, 3 * n_hparts)
+    scratch = np.empty((3 * n_hparts + 2, width))
+    cscratch = np.empty((3, width + 2))
+    cand = np.empty(width + 2, dtype=np.int64)
     for task in range(lo, hi):
         j = task // nf
+        f = feats[task % nf]
+        if is_cat[f] != 0:
+            _scan_cat(
+                pool, slots[j] * n_hparts * part_size, part_size, n_hparts, f, off, n_bins,
+                totals[j], lam, mcw, msl, catp, True, cscratch, cand, pi[task], pf[task],
+            )  # fmt: skip
+            continue
         _scan_unbiased(
-            pool, slots[j] * n_hparts * part_size, part_size, n_hparts, feats[task % nf], off,
-            n_bins, totals[j], lam, mcw, msl, scratch, pi[task], pf[task],
+            pool, slots[j] * n_hparts * part_size, part_size, n_hparts, f, off, n_bins, totals[j],
+            lam, mcw, msl, scratch, pi[task], pf[task],
         )  # fmt: skip
+        pi[task, R_CAT] = CAT_NONE
 
 
 def find_splits(
     pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins, lam, mcw, msl, unbiased, res_i,
-    res_f, nch=None,
+    res_f, nch=None, is_cat=None, catp=None, per_feature=None,
 ):  # fmt: skip
     """Best split of every node ``j`` (histogram in slot ``slots[j]``) over the features
     ``feats``; its per-part totals of (w g, w h, count) go to ``totals[j]``.
 
     Gain mode: the feature and threshold with the largest gain. Unbiased mode: per feature the
     threshold by gain on D, then the feature by score_2 (see ``_scan_unbiased``). Ties go to
-    the lower bin and the lower feature. ``res_i[j] = (feature, bin, default_left)`` (feature
-    -1: no valid split), ``res_f[j] = (gain, score_2, score_3)``. ``nch`` chunks of (node,
-    feature) pairs (by default from the number of candidates).
+    the lower bin and the lower feature. ``res_i[j] = (feature, bin, default_left, kind)``
+    (feature -1: no valid split; kind an R_CAT code), ``res_f[j] = (gain, score_2, score_3)``.
+    ``nch`` chunks of (node, feature) pairs (by default from the number of candidates).
+
+    Features with ``is_cat[f] != 0`` (uint8 per feature) are categorical: their best partition
+    is searched by ``_scan_cat`` with the parameters ``catp`` (``N_CATP`` float64, slots
+    ``C_*``); they need the count channel (S = 3). With ``per_feature`` a pair of arrays
+    ``(pi, pf)`` of shapes (nodes x len(feats), N_IRES) and (..., N_FRES), every (node,
+    feature) pair's best split is also written there (row ``j * len(feats) + q``), for a
+    caller that chooses among features by another criterion.
     """
     pi, pf, max_nb = _split_prepare(pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins)
+    if per_feature is not None:
+        pi, pf = per_feature
     n_tasks = slots.shape[0] * feats.shape[0]
     if nch is None:
         nch = n_chunks(n_tasks * max_nb, n_tasks)
     lam, mcw, msl = float(lam), float(mcw), float(msl)
+    if is_cat is None:
+        is_cat = np.zeros(off.shape[0], dtype=np.uint8)
+    if catp is None:
+        catp = np.zeros(N_CATP, dtype=np.float64)
+    if S != 3 and np.any(is_cat[feats] != 0):
+        raise ValueError("find_splits: categorical features need the count channel (S = 3).")
     if unbiased:  # its own kernel: a fit compiles only the scan it uses
         if S != 3:
             raise ValueError("find_splits: the unbiased mode needs the count channel (S = 3).")
         run_chunks(
             _unbiased_splits_chunk, nch, pool, slots, totals, n_hparts, n_hbins, feats, off,
-            n_bins, lam, mcw, msl, max_nb, pi, pf,
+            n_bins, lam, mcw, msl, max_nb, is_cat, catp, pi, pf,
         )  # fmt: skip
     else:
         run_chunks(
             _gain_splits_chunk, nch, pool, slots, totals, n_hparts, n_hbins, S, feats, off,
-            n_bins, lam, mcw, msl, max_nb, pi, pf,
+            n_bins, lam, mcw, msl, max_nb, is_cat, catp, pi, pf,
         )  # fmt: skip
     _split_pick(feats, unbiased, pi, pf, res_i, res_f)
 
@@ -871,8 +1168,9 @@ def find_splits(
 # ---------------------------------------------------------------------- partition
 @njit(cache=True, nogil=True, error_model="numpy")
 def _partition_chunk(
-    bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin, child_bounds, ch, nch
-):
+    bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin, child_bounds, is_cat,
+    masks, ch, nch,
+):  # fmt: skip
     """Chunk ``ch`` of ``nch`` (nodes) of ``partition``."""
     j0, j1 = chunk_range(ch, nch, bounds.shape[0])
     for j in range(j0, j1):
@@ -886,17 +1184,28 @@ def _partition_chunk(
         t = 0
         d = np.int64(1) if default_left[j] != 0 else np.int64(0)
         col = bins_t[feature[j]]
+        cat = is_cat[j] != 0
+        mask = masks[j]
         cb[0, 0] = s
         for r in range(P):
             t0 = t
-            for k in range(bnd[r], bnd[r + 1]):
-                i = idx[k]
-                b = np.int64(col[i])
-                go = d if b == mb else np.int64(b <= tb)
-                idx[w] = i
-                tmp[s + t] = i
-                w += go
-                t += 1 - go
+            if cat:
+                for k in range(bnd[r], bnd[r + 1]):
+                    i = idx[k]
+                    go = np.int64(mask[np.int64(col[i])])
+                    idx[w] = i
+                    tmp[s + t] = i
+                    w += go
+                    t += 1 - go
+            else:
+                for k in range(bnd[r], bnd[r + 1]):
+                    i = idx[k]
+                    b = np.int64(col[i])
+                    go = d if b == mb else np.int64(b <= tb)
+                    idx[w] = i
+                    tmp[s + t] = i
+                    w += go
+                    t += 1 - go
             cb[0, r + 1] = w
             cb[1, r + 1] = t - t0  # right rows of part r; made a bound below
         for k in range(t):
@@ -907,18 +1216,23 @@ def _partition_chunk(
 
 
 def partition(
-    bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin, child_bounds, nch=1
-):
+    bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin, child_bounds, nch=1,
+    is_cat=None, masks=None,
+):  # fmt: skip
     """Stable partition of the rows of every node ``j`` of a batch (parts ``bounds[j]``) by
     "bin <= thr_bin[j]" of feature ``feature[j]`` (its missing bin ``miss_bin[j]`` to the
     default side), reading the feature's column of ``bins_t`` (features x rows); the
     children's part bounds into ``child_bounds[j, 0]`` and ``child_bounds[j, 1]``. ``nch``
-    chunks of nodes.
+    chunks of nodes. A node with ``is_cat[j] != 0`` (uint8) sends left the rows whose bin
+    ``b`` has ``masks[j, b] == 1`` (uint8; ``cat_left_bins``) instead.
 
     Branch-free: every row is written to both outputs and only one cursor advances."""
+    if is_cat is None:
+        is_cat = np.zeros(bounds.shape[0], dtype=np.uint8)
+        masks = np.zeros((bounds.shape[0], 1), dtype=np.uint8)
     run_chunks(
         _partition_chunk, nch, bins_t, idx, tmp, bounds, feature, thr_bin, default_left, miss_bin,
-        child_bounds,
+        child_bounds, is_cat, masks,
     )  # fmt: skip
 
 
@@ -950,8 +1264,28 @@ def finish_leaves(gh, idx, starts, ends, lr, lam, F, c, sums, values, nch=1):
     run_chunks(_leaves_chunk, nch, gh, idx, starts, ends, float(lr), float(lam), F, c, sums, values)
 
 
+MAX_CAT_CODE = 2147483647.0  # category codes at or above this are in no set (as kernels.routing)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _in_cat_set(v, lo, hi, cat_words):
+    """Whether value ``v`` (not NaN) is a category of the bitset ``cat_words[lo:hi]``: the
+    rule of ``kernels.routing`` for sets that go left (truncated toward zero, so (-1, 0) reads
+    as category 0; below -1 or from 2**31 - 1 on, no category)."""
+    if not (v > -1.0 and v < MAX_CAT_CODE):
+        return False
+    cc = np.int64(v)
+    w = lo + (cc >> 5)
+    if w >= hi:
+        return False
+    return (cat_words[w] >> np.uint32(cc & 31)) & np.uint32(1) != 0
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
-def _add_tree_chunk(X, left, right, feature, threshold, default_left, value, F, c, ch, nch):
+def _add_tree_chunk(
+    X, left, right, feature, threshold, default_left, value, F, c, split_type, cat_offsets,
+    cat_words, ch, nch,
+):  # fmt: skip
     """Chunk ``ch`` of ``nch`` (row blocks) of ``add_tree``."""
     n = X.shape[0]
     b0, b1 = chunk_range(ch, nch, (n + ROW_BLOCK - 1) // ROW_BLOCK)
@@ -961,6 +1295,9 @@ def _add_tree_chunk(X, left, right, feature, threshold, default_left, value, F, 
             v = X[i, feature[u]]
             if np.isnan(v):
                 u = left[u] if default_left[u] != 0 else right[u]
+            elif split_type[u] != 0:
+                inside = _in_cat_set(v, cat_offsets[u], cat_offsets[u + 1], cat_words)
+                u = left[u] if inside else right[u]
             elif v <= threshold[u]:
                 u = left[u]
             else:
@@ -968,11 +1305,24 @@ def _add_tree_chunk(X, left, right, feature, threshold, default_left, value, F, 
         F[i, c] += value[u]
 
 
-def add_tree(X, left, right, feature, threshold, default_left, value, F, c, nch=None):
+def add_tree(
+    X, left, right, feature, threshold, default_left, value, F, c, nch=None, split_type=None,
+    cat_offsets=None, cat_words=None,
+):  # fmt: skip
     """Route the rows of raw ``X`` through one tree ("x <= threshold", NaN to the default
     side) and add the leaf values to output ``c`` of ``F`` (``nch`` chunks of row blocks; by
-    default from the number of rows)."""
+    default from the number of rows). Nodes with ``split_type[u] != 0`` (int8) are categorical
+    splits whose set goes left: categories of the bitset ``cat_words[cat_offsets[u]:
+    cat_offsets[u + 1]]`` left, every other value right, NaN to the default side (the rule of
+    ``kernels.routing`` for ``CAT_SET_LEFT`` nodes with missing type NaN)."""
     n = X.shape[0]
     if nch is None:
         nch = n_chunks(n * 8, (n + ROW_BLOCK - 1) // ROW_BLOCK)
-    run_chunks(_add_tree_chunk, nch, X, left, right, feature, threshold, default_left, value, F, c)
+    if split_type is None:
+        split_type = np.zeros(left.shape[0], dtype=np.int8)
+        cat_offsets = np.zeros(left.shape[0] + 1, dtype=np.int64)
+        cat_words = np.zeros(0, dtype=np.uint32)
+    run_chunks(
+        _add_tree_chunk, nch, X, left, right, feature, threshold, default_left, value, F, c,
+        split_type, cat_offsets, cat_words,
+    )  # fmt: skip
