@@ -867,3 +867,15 @@ def test_demo_runs_clean(capsys):
     out = capsys.readouterr().out
     assert "identical to XGBoost bit for bit: True" in out
     assert "TreeInner on the training data reproduces total gain" in out
+
+
+def test_version_comes_from_the_package_metadata(capsys):
+    """One version: the distribution's metadata (pyproject.toml), as ``treeinner.__version__``
+    and ``treeinner --version``."""
+    from importlib.metadata import version
+
+    assert treeinner.__version__ == version("treeinner")
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"treeinner {version('treeinner')}"

@@ -47,7 +47,19 @@ __all__ = [
     "tree_shap",
     "unbiased_gain",
 ]
-__version__ = "0.1.0.dev0"
+
+
+def _version() -> str:
+    """The installed distribution's version (``pyproject.toml`` holds the one copy)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("treeinner")
+    except PackageNotFoundError:  # a source tree on sys.path without an install
+        return "0+unknown"
+
+
+__version__ = _version()
 
 
 def __getattr__(name: str):
