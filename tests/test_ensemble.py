@@ -18,9 +18,13 @@ from treeinner._thresholds import float32_le_bound, float32_lt_bound
 xgb = pytest.importorskip("xgboost")
 
 ARRAY_FIELDS = [
-    f.name for f in dataclasses.fields(TreeEnsemble) if f.type in ("np.ndarray", np.ndarray)
+    f.name
+    for f in dataclasses.fields(TreeEnsemble)
+    if f.init and f.type in ("np.ndarray", np.ndarray)
 ]
-META_FIELDS = [f.name for f in dataclasses.fields(TreeEnsemble) if f.name not in ARRAY_FIELDS]
+META_FIELDS = [
+    f.name for f in dataclasses.fields(TreeEnsemble) if f.init and f.name not in ARRAY_FIELDS
+]
 
 EXPECTED_DTYPES = {
     "tree_offsets": np.int64,

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 
@@ -68,7 +69,8 @@ def first_time(key: Any) -> bool:
 def user_stacklevel() -> int:
     """The ``stacklevel`` that attributes a warning, issued by the function calling this one,
     to the first frame outside treeinner (the user's line)."""
-    frame, level = sys._getframe(1), 1
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
     while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "treeinner":
         frame, level = frame.f_back, level + 1
     return level

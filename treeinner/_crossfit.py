@@ -510,7 +510,7 @@ def crossfit(
                 f"The model of split {k} has {ens.n_outputs} outputs, that of split 0 "
                 f"{n_outputs} (a class missing from a split's training rows?); cannot pool them."
             )
-        reference = None
+        reference: tuple | None = None
         if uses_reference and needs_reference(ens):
             # no stored hessian covers (CatBoost beyond RMSE): node values and training sums
             # from the rows the fold's model was trained on

@@ -135,6 +135,7 @@ class _Rows:
     def __init__(self, ens: TreeEnsemble, X: Any) -> None:
         self.ens = ens
         self.frame = False
+        self.data: Any  # float rows, or (input map) the raw rows: a DataFrame or objects
         if ens.input_map is None:
             self.n, blocks = ens._blocks(X)
             self.data = _input.join_blocks(blocks, ens.n_features)

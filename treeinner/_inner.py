@@ -309,6 +309,7 @@ def tree_inner(
         )
     ens = from_model(model)
     values = inner_values(ens, attribution, reference)
+    assert values is not None  # a path attribution (TreeSHAP refused above)
     return tree_inner_splits(ens, X, y, values, sample_weight)
 
 

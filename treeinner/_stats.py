@@ -162,16 +162,16 @@ def combine(parts: Sequence[Estimate], mean: bool) -> Estimate:
         return parts[0]
     if not mean:
         return Estimate(
-            sum(p.score for p in parts),
-            sum(p.var for p in parts),
-            sum(p.var_total for p in parts),
+            np.sum([p.score for p in parts], axis=0),
+            np.sum([p.var for p in parts], axis=0),
+            np.sum([p.var_total for p in parts], axis=0),
             float(sum(p.weight for p in parts)),
         )
     W = float(sum(p.weight for p in parts)) or 1.0
     return Estimate(
-        sum(p.score * (p.weight / W) for p in parts),
-        sum(p.var * (p.weight / W) ** 2 for p in parts),
-        sum(p.var_total * (p.weight / W) ** 2 for p in parts),
+        np.sum([p.score * (p.weight / W) for p in parts], axis=0),
+        np.sum([p.var * (p.weight / W) ** 2 for p in parts], axis=0),
+        np.sum([p.var_total * (p.weight / W) ** 2 for p in parts], axis=0),
         W,
     )
 
@@ -240,6 +240,7 @@ def table(
         else:
             pairs = [(est.score[:, c], est.se[:, c]) for c in range(est.score.shape[1])]
             total = (est.score.sum(axis=1), est.se_total)
+        blocks: list[tuple[str | None, tuple[np.ndarray, np.ndarray]]]
         if output_names is None:
             blocks = [(None, total)]
         else:

@@ -323,7 +323,8 @@ def _tree_range(ens: TreeEnsemble, iteration_range: Any) -> tuple[int, int]:
             "iteration_range must be None or (start, stop): two ints, boosting rounds "
             f"start..stop-1 (stop=0 means all rounds), got {iteration_range!r}."
         )
-    return ens._tree_range(tuple(int(v) for v in iteration_range))
+    start, stop = (int(v) for v in iteration_range)
+    return ens._tree_range((start, stop))
 
 
 def _reference(reference: Any) -> tuple[Any, Any, Any]:

@@ -8,6 +8,7 @@ import lzma
 import os
 import zipfile
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -297,6 +298,11 @@ class TreeEnsemble:
     l2_scaled_by_mean_weight: bool = False
     linear_leaves: LinearLeaves | None = None
     input_map: Any = field(default=None, compare=False, repr=False)
+    # derived in __post_init__ from the fields above (not arguments, not saved)
+    max_depth: int = field(init=False, repr=False, compare=False)
+    _tree_depth: np.ndarray = field(init=False, repr=False, compare=False)
+    _linear: tuple | None = field(init=False, repr=False, compare=False)
+    _bound: np.ndarray = field(init=False, repr=False, compare=False)
 
     # ------------------------------------------------------------------ construction
     def __post_init__(self) -> None:
@@ -368,8 +374,7 @@ class TreeEnsemble:
                         "is a string or a number (not NaN)."
                     )
             if len(set(vals)) != len(vals):
-                seen: set = set()
-                dup = next(x for x in vals if x in seen or seen.add(x))
+                dup = next(x for x, c in Counter(vals).items() if c > 1)
                 raise ModelFormatError(
                     f"Corrupt ensemble: categories of feature {j} list {dup!r} twice."
                 )
@@ -959,6 +964,8 @@ class TreeEnsemble:
         """Add the linear leaf models (LightGBM linear trees) of trees ``lo:hi`` to ``out``:
         per row, the reached leaf's const - value plus its coefficients times the features,
         or nothing if one of those features is NaN (the leaf value stands, as in LightGBM)."""
+        if self._linear is None:
+            return
         tree, leaf, delta, feats, coefs = self._linear
         tables = {}  # per linear tree in range: leaf number -> entry (-1: a constant leaf)
         max_leaf = self._max_leaf_id()
@@ -1064,6 +1071,8 @@ class TreeEnsemble:
             },
         }
         for f in fields(self):
+            if not f.init:
+                continue
             if f.name not in arrays and f.name not in meta and f.name != "input_map":
                 meta[f.name] = getattr(self, f.name)
         meta["linear_leaves"] = self.linear_leaves is not None
@@ -1103,7 +1112,7 @@ class TreeEnsemble:
             format version; or whose input map cannot be rebuilt.
         """
         where = repr(os.fspath(path))
-        data = _read_npz(path, where)
+        data: dict[str, Any] = _read_npz(path, where)
         meta = _read_meta(data.pop("__meta__"), where)
         _check_arrays(data, meta, where)
         del meta["format"], meta["format_version"]
@@ -1125,6 +1134,8 @@ class TreeEnsemble:
                 f"{where} routes rows through a {kind!r} input map, which no adapter has "
                 "registered (import treeinner first)."
             )
+        if document is None:
+            raise ModelFormatError(f"{where} names an input map but holds no input map document.")
         try:
             doc = json.loads(document.tobytes().decode())
         except (UnicodeDecodeError, ValueError, RecursionError) as e:
@@ -1145,7 +1156,7 @@ class TreeEnsemble:
         -------
         TreeEnsemble
         """
-        kwargs = {f.name: getattr(self, f.name) for f in fields(self)}
+        kwargs = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
         kwargs.update(changes)
         return type(self)(**kwargs)
 

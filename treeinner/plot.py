@@ -208,7 +208,8 @@ def importance(
     ax = _axes(ax, 7.0, 1.0 + 0.28 * n_feat * max(1.0, n_meth / 2))
     height = 0.8 / n_meth
     pos = np.arange(n_feat, dtype=np.float64)
-    marks_x, marks_y = [], []
+    marks_x: list[float] = []
+    marks_y: list[float] = []
     for j, m in enumerate(methods):
         err = errors[m]
         ys = pos + (j - (n_meth - 1) / 2) * height

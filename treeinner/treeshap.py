@@ -412,14 +412,16 @@ def _tables(otab: tuple, lo: int, hi: int) -> tuple | None:
     return otab if bool(np.any(otab[0][lo:hi])) else None
 
 
-def _inner_pass(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any):
+def _inner_pass(
+    ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any
+) -> tuple[Any, int, Any, np.ndarray, np.ndarray, int, tuple[Any, ...]]:
     """Set up a streamed TreeSHAP TreeInner/ForestInner pass: the TreeSHAP setup, row count,
     row blocks, labels, weights, number of row chunks, and the kernel arguments that follow
     the rows, labels and weights."""
     obj, n, blocks, yv, w = _inputs(ens, X, y, sample_weight)
     su = _setup(ens, "auto", 0, ens.n_trees, n)
     n_chunks = K.inner_chunks(n, ens.n_trees)
-    args = (su.ens._nodes(), su.ens._layout, stages(su.ens, obj), su.lay, su.tabs,
+    args: tuple[Any, ...] = (su.ens._nodes(), su.ens._layout, stages(su.ens, obj), su.lay, su.tabs,
             _simple(su.simple, su.simple),
             su.tree_nq, su.max_nodes, su.ens.learning_rate,
             _tables(su.otab, 0, ens.n_trees))  # fmt: skip
@@ -431,9 +433,10 @@ def _shap_inner(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any, forest: b
     attributions, per output feature and output: (n_output_features, n_outputs)."""
     su, n, blocks, yv, w, n_chunks, args = _inner_pass(ens, X, y, sample_weight)
     acc = np.zeros((n_chunks, su.n_players, ens.n_outputs))
+    rest = (*args, forest, acc)
     for start, block in blocks:
         stop = start + block.shape[0]
-        K.shap_inner(block, yv[start:stop], w[start:stop], *args, forest, acc)
+        K.shap_inner(block, yv[start:stop], w[start:stop], *rest)
     return su.credit(acc.sum(axis=0), axis=0)
 
 
@@ -475,11 +478,10 @@ def _shap_inner_moments(
     s2 = np.zeros_like(s1)
     swu = np.zeros_like(s1)
     s2t = np.zeros((n_chunks, n_feat))
+    rest = (*args, forest, pcredit, s1, s2, s2t, swu)
     for start, block in blocks:
         stop = start + block.shape[0]
-        K.shap_inner_moments(
-            block, yv[start:stop], w[start:stop], *args, forest, pcredit, s1, s2, s2t, swu
-        )
+        K.shap_inner_moments(block, yv[start:stop], w[start:stop], *rest)
     return Moments(
         s1=s1.sum(axis=0),
         s2=s2.sum(axis=0),

@@ -282,6 +282,7 @@ def _influence(ens, gain: _Gain) -> tuple[np.ndarray, np.ndarray]:
     ``j_n G_n (w g - r_n w h) / H_n - j_t G_t (w g - r_t w h) / H_t``. Zero below splits
     whose k is under ``min_samples`` (they score 0)."""
     hh, hg = gain.hh, gain.hg
+    assert hh is not None and hg is not None  # set by every pass that computes dg, dh
     nz = hh != 0
     # the jackknife's small-sample factor N/(N-1) on a node of N >= 2 held-out rows (removing
     # a row moves its ratio by (w g - r w h) / (H - w h), not / H); a node of one row has no
@@ -308,6 +309,7 @@ def _split_sampling_var(ens, gain: _Gain, dg: np.ndarray, dh: np.ndarray) -> np.
     """Sampling variance of every split's unbiased gain alone: ``n/(n-1)`` times the sum over
     the held-out rows of the squared (centred) influences, from the per-node sums ``mom``."""
     mom = gain.mom
+    assert mom is not None  # set by every pass that computes dg, dh
     n = gain.n_rows
     s1 = np.zeros(gain.inner.size)
     s2 = np.zeros(gain.inner.size)
@@ -333,6 +335,7 @@ def _split_draw_var(ens, gain: _Gain) -> np.ndarray:
     if gain.exact:
         return out
     mom, k = gain.mom, gain.k.astype(np.float64)
+    assert mom is not None  # set by every pass that computes draws
     live = (gain.k >= gain.min_samples) & (gain.k > 0)
     for u in (gain.inner, ens.left[gain.inner], ens.right[gain.inner]):
         N = mom[u, 5]

@@ -188,8 +188,8 @@ def _shown(names: Sequence[str]) -> str:
 
 
 def _labels_and_weights(
-    df: pd.DataFrame, path: str, target: str, weight: str | None
-) -> tuple[np.ndarray, np.ndarray | None]:
+    df: Any, path: str, target: str, weight: str | None
+) -> tuple[Any, Any]:
     for col, what in ((target, "target"), (weight, "weight")):
         if col is not None and col not in df.columns:
             shown = _shown(list(df.columns))
