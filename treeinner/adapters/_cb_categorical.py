@@ -248,11 +248,13 @@ def _ask(path: str, timeout: float) -> tuple[str, int | None]:
             )
         ]
     proc = _worker[0]
+    stdout = proc.stdout
+    assert proc.stdin is not None and stdout is not None  # started with pipes
     box: list[str] = []
 
     def read() -> None:
         """The worker's one-line verdict (empty when it died)."""
-        box.append(proc.stdout.readline())
+        box.append(stdout.readline())
 
     try:
         proc.stdin.write(path + "\n")
@@ -279,8 +281,9 @@ def _stop_worker() -> None:
     for proc in _worker:
         proc.kill()
         proc.wait()
-        proc.stdin.close()
-        proc.stdout.close()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
     _worker.clear()
 
 
@@ -397,7 +400,7 @@ class CategoricalRouting:
 
         names = [str(c) for c in frame.columns]
         by_name = len(set(names)) == len(names) and set(names) == set(self.output_names)
-        cat = {self.output_names[c] for c in self.cat_features} if by_name else None
+        cat = {self.output_names[c] for c in self.cat_features} if by_name else set()
         cols = {}
         for k, name in enumerate(frame.columns):
             s = frame.get_column(name)

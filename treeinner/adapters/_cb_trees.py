@@ -89,7 +89,9 @@ class Bin(NamedTuple):
     fields, which must agree with it)."""
 
     split_type: str  # FloatFeature, OneHotFeature or OnlineCtr
-    index: int  # float_feature_index, cat_feature_index or position in features_info.ctrs
+    # float_feature_index, cat_feature_index or position in features_info.ctrs (the field
+    # shadows tuple.index)
+    index: int  # type: ignore[assignment]
     value: float  # the border, or the one-hot value
     what: str  # where it is described
 

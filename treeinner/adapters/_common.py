@@ -124,7 +124,7 @@ def assemble(parts: Parts) -> Conversion:
     """The one assembly step of every adapter: join the trees, build the input map if any, and
     construct the TreeEnsemble with its booster conventions; the warnings are returned with it
     (``emit`` gives them)."""
-    joined = join_trees(parts.trees)
+    joined: dict[str, Any] = join_trees(parts.trees)
     input_map, names = None, parts.feature_names
     if parts.input_map is not None:
         input_map, names = parts.input_map(joined)

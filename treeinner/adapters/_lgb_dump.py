@@ -89,20 +89,22 @@ def _tree(info: Any, index: int, n_features: int) -> LgbTree:
         np.sum(rules[1])
     ):
         raise bad(f"tree {index}: num_cat is {info['num_cat']!r}, not its categorical splits.")
-    return LgbTree(
-        L,
-        leaf_value,
-        leaf_weight,
-        leaf_count,
-        shrinkage,
-        feature,
-        gain,
-        rules[0],
-        left,
-        right,
-        *rules[1:],
-        is_linear,
-        linear,
+    return LgbTree._make(
+        (
+            L,
+            leaf_value,
+            leaf_weight,
+            leaf_count,
+            shrinkage,
+            feature,
+            gain,
+            rules[0],
+            left,
+            right,
+            *rules[1:],
+            is_linear,
+            linear,
+        )
     )
 
 

@@ -274,8 +274,8 @@ def _tree(kv: dict[str, str], index: int, n_features: int) -> LgbTree:
     )
     check_counts(index, splits[3], splits[4], leaf_count, leaf_weight, inner_count)
     linear = _linear(kv, where, L, n_features) if is_linear else None
-    return LgbTree(
-        L, leaf_value, leaf_weight, leaf_count, shrinkage, *splits, bool(is_linear), linear
+    return LgbTree._make(
+        (L, leaf_value, leaf_weight, leaf_count, shrinkage, *splits, bool(is_linear), linear)
     )
 
 

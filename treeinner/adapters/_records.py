@@ -113,7 +113,7 @@ class Tree(NamedTuple):
     missing_type: np.ndarray
     value: np.ndarray
     cover: np.ndarray
-    count: np.ndarray
+    count: np.ndarray  # type: ignore[assignment]  # the field shadows tuple.count
     gain: np.ndarray
     leaf_id: np.ndarray
     cat_sizes: np.ndarray | None = None

@@ -124,6 +124,7 @@ class _Reader:
         typ, count = self._header()
         self._check_count(typ, count)
         if typ is not None and typ in _NUM:
+            assert count is not None  # a typed array has a count (_check_count)
             dt, size = _NUM[typ]
             raw = self.take(size * count)
             return np.frombuffer(raw, dtype=dt).astype(dt[1:])

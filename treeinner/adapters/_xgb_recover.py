@@ -202,7 +202,7 @@ def _stump_candidates(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.nda
     saa = P.polyadd(P.polyadd([np.dot(a0, a0)], [0, 2 * np.dot(a0, a1)]), [0, 0, np.dot(a1, a1)])
     sbb = P.polyadd(P.polyadd([np.dot(b0, b0)], [0, 2 * np.dot(b0, b1)]), [0, 0, np.dot(b1, b1)])
     sab = [np.dot(a0, b0), np.dot(a0, b1) + np.dot(a1, b0), np.dot(a1, b1)]
-    g = P.polysub(P.polymul(saa, sbb), P.polymul(sab, sab))
+    g: np.ndarray = P.polysub(P.polymul(saa, sbb), P.polymul(sab, sab))
     roots = P.polyroots(P.polyder(g)) if np.any(P.polyder(g)) else np.zeros(0)
     real = roots[np.abs(roots.imag) <= 1e-9 * np.maximum(1.0, np.abs(roots))].real
     return np.concatenate([[0.0], real[real > 0]])

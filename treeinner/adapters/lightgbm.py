@@ -679,10 +679,10 @@ def _statistics(
         if not inexact and np.all(np.isfinite(t.cover)):
             gain = _lgb_stats.recomputed_gain(t, orders[i], lrs[i], lam)
             if not np.all(np.isfinite(gain)):
-                k = int(np.flatnonzero(~np.isfinite(gain))[0])
+                at = int(np.flatnonzero(~np.isfinite(gain))[0])
                 raise bad(
-                    f"tree {i} split {k}: the split gain rebuilt from the leaf values is "
-                    f"{gain[k]:g} (leaf values up to {np.abs(t.value).max():g} overflow it)."
+                    f"tree {i} split {at}: the split gain rebuilt from the leaf values is "
+                    f"{gain[at]:g} (leaf values up to {np.abs(t.value).max():g} overflow it)."
                 )
             trees[i] = t._replace(gain=gain)
     return trees, base

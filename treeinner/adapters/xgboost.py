@@ -427,6 +427,7 @@ def _field(value: Any, name: str, kind: str, n: int | None = None) -> np.ndarray
         raise _bad(f"{name} is missing.")
     types, kinds = _ELEMENT[kind]
     limit = 2.0**63 if kind == "int64" else _INT_LIMIT
+    a: np.ndarray | None
     if isinstance(value, np.ndarray):
         ok = value.ndim == 1 and value.dtype.kind in kinds
         a = value
@@ -440,7 +441,7 @@ def _field(value: Any, name: str, kind: str, n: int | None = None) -> np.ndarray
             raise _bad(f"{name} is not numeric (it holds {sorted(t.__name__ for t in found)}).")
     else:
         raise _bad(f"{name} is a {type(value).__name__}, not an array.")
-    if not ok:
+    if not ok or a is None:
         raise _bad(f"{name} does not hold {'numbers' if kind == 'float' else 'integers'} only.")
     if kind == "float":
         with np.errstate(over="ignore"):
