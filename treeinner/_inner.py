@@ -24,7 +24,7 @@ from .treeshap import _shap_inner, _shap_inner_moments, tree_shap
 
 __all__ = ["forest_inner", "tree_inner"]
 
-#: ForestInner's two forms of paper 003's Eq. 22: the summed negative gradients of all the
+#: ForestInner's two forms of Sun's (2022) Eq. 22: the summed negative gradients of all the
 #: stages (the authors' code), or the negative gradient at the initial prediction only
 GRADIENTS = ("staged", "initial")
 
@@ -254,7 +254,7 @@ def tree_inner(
     """TreeInner: per tree, the inner product of an attribution with the negative gradient.
 
     TreeInner(k) = sum_m (1/lr_m) sum_i r_{m,k}(x_i) (-g_{i,m}) with g the gradient at the
-    margin before tree m's boosting round (paper 003, Definition 4). On the training data with
+    margin before tree m's boosting round (Sun 2022, Definition 4). On the training data with
     PreDecomp it equals the total split gain of feature k; on held-out data a feature the model
     only overfit gets a negative score.
 
@@ -326,7 +326,7 @@ def forest_inner(
 ) -> pd.Series | pd.DataFrame:
     """ForestInner: the forest-level inner product of attributions and negative gradients.
 
-    Paper 003 writes its Eq. 22 in two forms, which differ in general; ``gradient`` chooses:
+    Sun (2022) writes its Eq. 22 in two forms, which differ in general; ``gradient`` chooses:
 
     - ``"staged"`` (default): ``(1/lr) sum_i [sum_m r_{m,k}(x_i)] [sum_m (-g_{i,m})]``, the
       negative gradients at every stage's margin summed, as the authors' code computes it;

@@ -529,7 +529,7 @@ def predecomp(
 
     Node values are p(t) = -lr G_t / (H_t + lambda), computed from the leaves and the stored
     hessian covers; a row's attribution to feature k in one tree is the sum of
-    p(child) - p(parent) over the splits on feature k along its path (paper 003, Definition 1).
+    p(child) - p(parent) over the splits on feature k along its path (Sun 2022, Definition 1).
 
     Parameters
     ----------

@@ -1,4 +1,5 @@
-"""Unbiased gain (UnbiasedGBM, paper 000 Eq. 5): split gains re-estimated on held-out data."""
+"""Unbiased gain (UnbiasedGBM, Zhang et al. 2023, Eq. 5): split gains re-estimated on held-out
+data."""
 
 from __future__ import annotations
 
