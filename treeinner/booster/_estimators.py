@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover - exercised only without scikit-learn
 
 __all__ = ["GBMClassifier", "GBMRegressor"]
 
-_SPLITS = ("gain", "unbiased")
+_SPLITS = ("gain", "unbiased", "pvalue")
 _RATIOS = ("1:1:1", "1:1+1")
 
 
@@ -245,6 +245,7 @@ class _GBMBase(BaseEstimator):
         cat_smooth: float = 10.0,
         cat_l2: float = 10.0,
         min_data_per_group: int = 100,
+        min_split_pvalue: float = 1.0,
     ) -> None:
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -268,6 +269,7 @@ class _GBMBase(BaseEstimator):
         self.cat_smooth = cat_smooth
         self.cat_l2 = cat_l2
         self.min_data_per_group = min_data_per_group
+        self.min_split_pvalue = min_split_pvalue
 
     # ------------------------------------------------------------------ parameters
     def _config(self) -> _train.Config:
@@ -309,6 +311,10 @@ class _GBMBase(BaseEstimator):
             cat_smooth=_float_param("cat_smooth", self.cat_smooth, 0.0, False),
             cat_l2=_float_param("cat_l2", self.cat_l2, 0.0, False),
             min_data_per_group=_int_param("min_data_per_group", self.min_data_per_group, 1),
+            pvalue=self.split == "pvalue",
+            min_split_pvalue=_float_param(
+                "min_split_pvalue", self.min_split_pvalue, 0.0, True, 1.0
+            ),
         )
 
     def _rng(self) -> np.random.Generator:
@@ -476,6 +482,8 @@ class _GBMBase(BaseEstimator):
             "node_statistics": "all training rows",
             "categorical_features": np.flatnonzero(res.categorical).tolist(),
         }
+        if cfg.pvalue:
+            params["min_split_pvalue"] = cfg.min_split_pvalue
         if res.categorical.any():
             params.update(
                 max_cat_to_onehot=cfg.max_cat_to_onehot,
@@ -582,7 +590,7 @@ class GBMRegressor(RegressorMixin, _GBMBase):
         node statistics and leaf values still use all training rows.
     colsample_bytree : float, default 1.0
         Fraction of the features drawn for each tree.
-    split : {"gain", "unbiased"}, default "gain"
+    split : {"gain", "unbiased", "pvalue"}, default "gain"
         "gain": XGBoost-style splits by the regularised gain
         ``G_L^2/(H_L+lambda) + G_R^2/(H_R+lambda) - G^2/(H+lambda)``. "unbiased": UnbiasedGBM
         (paper 000, Section 5.2, Algorithms 2 and 3): for every tree the rows are divided at
@@ -593,7 +601,14 @@ class GBMRegressor(RegressorMixin, _GBMBase):
         ``min_split_gain``. The unbiased gain of a split of node t into L, R with training sums
         G and held-out ratios rho is ``G_L rho_L + G_R rho_R - G_t rho_t`` (no lambda, the
         paper's 1/(2n) dropped). ``min_child_weight`` and ``min_samples_leaf`` then apply to
-        each of D, D1' and D2' in every child, so every ratio is defined.
+        each of D, D1' and D2' in every child, so every ratio is defined. "pvalue" (paper
+        004's correction of the split-selection bias): each feature's threshold or partition
+        by the gain as with "gain"; the feature by the smallest p-value of its best split
+        under the null that the feature is independent of the node's gradients (rows'
+        ``(w g, w h)`` pairs permuted over the node's rows; a Gamma approximation that
+        accounts for the number of candidate splits, ``kernels.pvalue.gain_log_pvalue``;
+        see Notes); the node is split only if that p-value is below ``min_split_pvalue``
+        (and the gain above ``min_split_gain``).
     unbiased_ratio : {"1:1:1", "1:1+1"}, default "1:1:1"
         Sizes of D, D1', D2' with ``split="unbiased"`` (ignored otherwise): thirds; or "1:1+1",
         D half of the rows and D1' = D2' the other half (score_3 = score_2, the paper's
@@ -635,6 +650,13 @@ class GBMRegressor(RegressorMixin, _GBMBase):
         The sorted search evaluates a candidate only once the categories added since the last
         candidate hold this many rows, and stops when the right side would hold fewer (rows of
         the split rows, D with ``split="unbiased"``), as LightGBM.
+    min_split_pvalue : float, default 1.0
+        With ``split="pvalue"``, a node is split only if the smallest p-value over its
+        features is below this (in (0, 1]; 1.0: no limit, so the tree's size is governed by
+        ``max_depth``, ``num_leaves`` and ``min_split_gain`` as in the other modes and only
+        the choice of the feature changes). The p-values are not corrected for the number
+        of features compared; a stopping rule such as 0.01 makes trees stop where no feature
+        is related to the gradients. Ignored by the other modes.
 
     Attributes
     ----------
@@ -693,6 +715,24 @@ class GBMRegressor(RegressorMixin, _GBMBase):
     method), and the two agree on every training code, NaN and unseen code (tested). A numeric
     column's values are the codes themselves, so the bitset of a set is as long as its
     largest code needs: prefer dense codes (0 to the number of categories).
+
+    The p-value mode (``split="pvalue"``). At every node and for every feature the split is
+    the one the gain mode finds (threshold and missing direction, or partition); its p-value is
+    ``kernels.pvalue.gain_log_pvalue`` of the feature's histogram in the node: for a numeric
+    feature the best threshold over its bins in order (``KIND_ORDERED``; the missing bin
+    placed on the side the split sends it), for a categorical feature the best binary
+    partition of its non-empty categories, missing included (``KIND_PARTITION``, whether the
+    split came from the one-hot or the sorted search). The statistic of that p-value is the
+    kernel's: the best candidate by its standardised between-children sum of squares
+    ``D_L^2 N (N - 1) / (N_L N_R S2)``, which is the best split by gain where h is constant
+    and lambda = 0, and otherwise can be another candidate (mostly one with a small child).
+    So the p-value tests the feature (is it independent of the gradients in this node?),
+    calibrated whatever its number of bins, and the split made is still the best by gain;
+    stored gains are the gains of the splits made. The node's sums of ``g^2, g^3, g^4`` come
+    from one pass over its split rows. With sample weights every row's ``(w g, w h)`` is the
+    permuted unit (the histograms' channels), and counts are rows. Softmax: each class's tree
+    uses that class's gradients. Best-first growth (``num_leaves``) expands the node with the
+    largest gain of its chosen split first.
 
     Gradients follow XGBoost's conventions (the objective names are XGBoost's): squared error
     g = F - y, h = 1; logistic g = p - y, h = max(p (1 - p), 1e-16); softmax g = p - 1[y = c],
@@ -754,7 +794,7 @@ class GBMClassifier(ClassifierMixin, _GBMBase):
     n_estimators, learning_rate, max_depth, num_leaves, min_child_weight, min_samples_leaf, \
 reg_lambda, min_split_gain, max_bins, subsample, colsample_bytree, split, unbiased_ratio, \
 early_stopping_rounds, random_state, n_jobs, categorical_features, max_cat_to_onehot, \
-max_cat_threshold, cat_smooth, cat_l2, min_data_per_group
+max_cat_threshold, cat_smooth, cat_l2, min_data_per_group, min_split_pvalue
         See ``GBMRegressor``.
 
     Attributes

@@ -45,6 +45,8 @@ class Config:
     cat_smooth: float = 10.0
     cat_l2: float = 10.0
     min_data_per_group: int = 100
+    pvalue: bool = False  # split="pvalue": the feature by the p-value of its best split
+    min_split_pvalue: float = 1.0  # split only below this p-value (1.0: no limit)
 
     def catp(self) -> np.ndarray:
         """The categorical parameters as ``find_splits`` takes them (slots ``K.C_*``)."""
@@ -239,7 +241,9 @@ class Grower:
         self.cfg = cfg
         self.P = n_parts
         self.HP = n_hparts
-        self.S = 3 if (cfg.unbiased or cfg.min_samples_leaf > 1 or binned.has_cat) else 2
+        self.S = (
+            3 if (cfg.unbiased or cfg.pvalue or cfg.min_samples_leaf > 1 or binned.has_cat) else 2
+        )
         p = binned.n_bins.shape[0]
         self.is_cat = binned.is_cat if binned.is_cat is not None else np.zeros(p, np.uint8)
         self.catp = cfg.catp()
@@ -300,7 +304,7 @@ class Grower:
             np.array(sub_small, dtype=np.int64),
         )
 
-    def _find(self, t: _Tree, ids: list[int], feats) -> None:
+    def _find(self, t: _Tree, ids: list[int], feats, idx, gh) -> None:
         if not ids:
             return
         m = len(ids)
@@ -310,6 +314,17 @@ class Grower:
         res_f = np.empty((m, K.N_FRES), dtype=np.float64)
         work = m * int(self.b.nbp[feats].sum())
         nch = n_chunks(work, m * feats.shape[0]) if work >= _PARALLEL_CANDIDATES else 1
+        pvalue = None
+        if self.cfg.pvalue:  # the nodes' sums of g^2, g^3, g^4 over their split rows
+            starts = np.array([t.bounds[k][0] for k in ids], dtype=np.int64)
+            ends = np.array([t.bounds[k][self.HP] for k in ids], dtype=np.int64)
+            powers = np.empty((m, 3), dtype=np.float64)
+            rows = int((ends - starts).sum())
+            K.node_power_sums(
+                gh, idx, starts, ends, powers,
+                n_chunks(rows, m) if m > 1 and rows >= _PARALLEL_ROWS else 1,
+            )  # fmt: skip
+            pvalue = (powers, np.log(self.cfg.min_split_pvalue))
         K.find_splits(
             self.pool.data,
             slots,
@@ -329,6 +344,7 @@ class Grower:
             nch,
             self.is_cat,
             self.catp,
+            pvalue=pvalue,
         )
         kind = res_i[:, K.R_CAT]
         masks = None
@@ -387,7 +403,7 @@ class Grower:
         if self._can_split(t, 0):
             t.slot[0] = pool.alloc()
             self._build(t, [0], idx, gh, feats, fblock)
-            self._find(t, [0], feats)
+            self._find(t, [0], feats, idx, gh)
             if t.feature[0] >= 0:
                 frontier.append(0)
             else:
@@ -485,7 +501,7 @@ class Grower:
             for sl in spare:
                 pool.release(sl)
             to_find.sort()
-            self._find(t, to_find, feats)
+            self._find(t, to_find, feats, idx, gh)
             for c in to_find:
                 if t.feature[c] >= 0:
                     frontier.append(c)

@@ -41,6 +41,7 @@ from numba.extending import intrinsic
 
 from ._threads import n_chunks, run_chunks
 from .gradients import grad_hess, grad_hess_row
+from .pvalue import KIND_ORDERED, KIND_PARTITION, gain_log_pvalue
 from .routing import chunk_range
 
 ROW_BLOCK = 4096  # rows per parallel task where rows are independent
@@ -1117,9 +1118,138 @@ def _unbiased_splits_chunk(
         pi[task, R_CAT] = CAT_NONE
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _power_sums_chunk(gh, idx, starts, ends, out, ch, nch):
+    """Chunk ``ch`` of ``nch`` (nodes) of ``node_power_sums``."""
+    j0, j1 = chunk_range(ch, nch, starts.shape[0])
+    for j in range(j0, j1):
+        s2 = 0.0
+        s3 = 0.0
+        s4 = 0.0
+        for k in range(starts[j], ends[j]):
+            g = gh[idx[k], 0]
+            g2 = g * g
+            s2 += g2
+            s3 += g2 * g
+            s4 += g2 * g2
+        out[j, 0] = s2
+        out[j, 1] = s3
+        out[j, 2] = s4
+
+
+def node_power_sums(gh, idx, starts, ends, out, nch=1):
+    """Sums of ``g^2``, ``g^3``, ``g^4`` (``g = gh[i, 0]``, the weighted gradient ``w g``) over
+    the rows ``idx[starts[j]:ends[j]]`` of every node ``j`` into ``out[j]`` (float64, (m, 3)):
+    the node-level moments ``gain_log_pvalue`` needs. One pass over each node's rows (its
+    split rows; the histogram pass reads every feature of them), ``nch`` chunks of nodes."""
+    run_chunks(_power_sums_chunk, nch, gh, idx, starts, ends, out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _pvalue_chunk(
+    pool, slots, slot_size, feats, off, n_bins, is_cat, powers, lam, max_nb, pi, lp, ch, nch
+):
+    """Chunk ``ch`` of ``nch`` ((node, feature) pairs) of ``split_log_pvalues``."""
+    nf = feats.shape[0]
+    lo, hi = chunk_range(ch, nch, slots.shape[0] * nf)
+    G = np.empty(max_nb + 1)
+    H = np.empty(max_nb + 1)
+    C = np.empty(max_nb + 1)
+    scratch = np.empty((4, max_nb + 1))
+    for task in range(lo, hi):
+        if pi[task, R_BIN] < 0:
+            lp[task] = 0.0
+            continue
+        j = task // nf
+        f = feats[task % nf]
+        nb = n_bins[f]
+        b0 = slots[j] * slot_size + off[f] * 3
+        m = b0 + nb * 3
+        kind = KIND_PARTITION
+        first = 0  # where the missing bin goes: 0 (before the values) or nb (after them)
+        if is_cat[f] == 0:
+            kind = KIND_ORDERED
+            if pi[task, R_DEFAULT_LEFT] != 0 and pool[m + 2] > 0.0:
+                first = 1
+        q = 0
+        if first == 1:
+            G[0] = pool[m]
+            H[0] = pool[m + 1]
+            C[0] = pool[m + 2]
+            q = 1
+        for b in range(nb):
+            jb = b0 + 3 * b
+            G[q] = pool[jb]
+            H[q] = pool[jb + 1]
+            C[q] = pool[jb + 2]
+            q += 1
+        if first == 0:
+            G[q] = pool[m]
+            H[q] = pool[m + 1]
+            C[q] = pool[m + 2]
+        lp[task] = gain_log_pvalue(
+            G, H, C, nb + 1, powers[j, 0], powers[j, 1], powers[j, 2], lam, kind, scratch
+        )
+
+
+def split_log_pvalues(pool, slots, slot_size, feats, off, n_bins, is_cat, powers, lam, pi, lp, nch):
+    """log p-value (``kernels.pvalue.gain_log_pvalue``) of every (node, feature) pair's best
+    split (``pi``, from ``find_splits``; part 0 of the histogram in slot ``slots[j]``, three
+    channels) into ``lp[j * len(feats) + q]``; 0 (p = 1) for pairs without a valid split.
+
+    Numeric features: ``KIND_ORDERED``, the bins in their order with the missing bin on the
+    side the best split sends it (first if left, else last). Categorical features:
+    ``KIND_PARTITION`` over all their non-empty bins (missing included), the best binary
+    partition of the categories, whatever search (one-hot or sorted) chose the split.
+    ``powers[j]``: the node's sums of ``g^2, g^3, g^4`` (``node_power_sums``)."""
+    max_nb = int(n_bins[feats].max()) if feats.shape[0] else 1
+    run_chunks(
+        _pvalue_chunk, nch, pool, slots, slot_size, feats, off, n_bins, is_cat, powers,
+        float(lam), max_nb, pi, lp,
+    )  # fmt: skip
+
+
+@njit(cache=True, error_model="numpy")
+def _split_pick_pvalue(feats, pi, pf, lp, log_alpha, res_i, res_f):
+    """Per node, the feature whose best split has the smallest log p-value (ties: the larger
+    gain, then the lower feature); no split (feature -1) unless that log p-value is below
+    ``log_alpha`` (any, for ``log_alpha >= 0``). ``res_f``: (gain, log p, gain)."""
+    nf = feats.shape[0]
+    m = res_i.shape[0]
+    for j in range(m):
+        best = -1
+        for q in range(nf):
+            t = j * nf + q
+            if pi[t, R_BIN] < 0:
+                continue
+            if (
+                best < 0
+                or lp[t] < lp[best]
+                or (lp[t] == lp[best] and pf[t, R_GAIN] > pf[best, R_GAIN])
+            ):
+                best = t
+        if best >= 0 and log_alpha < 0.0 and not (lp[best] < log_alpha):
+            best = -1
+        if best < 0:
+            res_i[j, R_FEATURE] = -1
+            res_i[j, R_BIN] = -1
+            res_i[j, R_DEFAULT_LEFT] = 0
+            res_i[j, R_CAT] = CAT_NONE
+            for c in range(N_FRES):
+                res_f[j, c] = _NEG_INF
+        else:
+            res_i[j, R_FEATURE] = feats[best % nf]
+            res_i[j, R_BIN] = pi[best, R_BIN]
+            res_i[j, R_DEFAULT_LEFT] = pi[best, R_DEFAULT_LEFT]
+            res_i[j, R_CAT] = pi[best, R_CAT]
+            res_f[j, R_GAIN] = pf[best, R_GAIN]
+            res_f[j, R_SCORE2] = lp[best]
+            res_f[j, R_SCORE3] = pf[best, R_GAIN]
+
+
 def find_splits(
     pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins, lam, mcw, msl, unbiased, res_i,
-    res_f, nch=None, is_cat=None, catp=None, per_feature=None,
+    res_f, nch=None, is_cat=None, catp=None, per_feature=None, pvalue=None,
 ):  # fmt: skip
     """Best split of every node ``j`` (histogram in slot ``slots[j]``) over the features
     ``feats``; its per-part totals of (w g, w h, count) go to ``totals[j]``.
@@ -1136,6 +1266,13 @@ def find_splits(
     ``(pi, pf)`` of shapes (nodes x len(feats), N_IRES) and (..., N_FRES), every (node,
     feature) pair's best split is also written there (row ``j * len(feats) + q``), for a
     caller that chooses among features by another criterion.
+
+    P-value mode (``pvalue`` a pair ``(powers, log_alpha)``, gain scans, three channels, one
+    histogram part): per feature the split by gain as in gain mode, then the feature whose
+    best split has the smallest log p-value under the permutation null
+    (``split_log_pvalues``; ``powers[j]`` the node's sums of ``g^2, g^3, g^4``); no split
+    unless it is below ``log_alpha`` (no limit for ``log_alpha >= 0``). ``res_f[j] = (gain,
+    log p, gain)``.
     """
     pi, pf, max_nb = _split_prepare(pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins)
     if per_feature is not None:
@@ -1162,6 +1299,17 @@ def find_splits(
             _gain_splits_chunk, nch, pool, slots, totals, n_hparts, n_hbins, S, feats, off,
             n_bins, lam, mcw, msl, max_nb, is_cat, catp, pi, pf,
         )  # fmt: skip
+    if pvalue is not None:
+        if unbiased or S != 3 or n_hparts != 1:
+            raise ValueError("find_splits: the p-value mode needs gain scans, S = 3, one part.")
+        powers, log_alpha = pvalue
+        lp = np.empty(pi.shape[0], dtype=np.float64)
+        split_log_pvalues(
+            pool, slots, n_hparts * n_hbins * S, feats, off, n_bins, is_cat, powers, lam, pi, lp,
+            nch,
+        )  # fmt: skip
+        _split_pick_pvalue(feats, pi, pf, lp, float(log_alpha), res_i, res_f)
+        return
     _split_pick(feats, unbiased, pi, pf, res_i, res_f)
 
 

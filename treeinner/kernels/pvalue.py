@@ -512,7 +512,7 @@ def gain_log_pvalue(
     theta = 0.0
     u_prev = 0.0
     nl_bal = 0.0
-    r_max = 0.0
+    nl_ext = 0.5 * N  # the candidate with the smallest child (the largest 1/N_L + 1/N_R)
     for t in range(k - 1):
         cl += cnt[t]
         dl += dev[t]
@@ -527,8 +527,13 @@ def gain_log_pvalue(
         u_prev = u
         if abs(cl - 0.5 * N) < abs(nl_bal - 0.5 * N):
             nl_bal = cl
-        r_max = max(r_max, _binary_ratio(cl, N, S2, S4))
+        if abs(cl - 0.5 * N) > abs(nl_ext - 0.5 * N):
+            nl_ext = cl
+    # a candidate's ratio depends on it only through 1/N_L + 1/N_R, and linearly (the exact
+    # variance is linear in C_1 = 1/N_L + 1/N_R with A_1, A_2, C_2, C_3 fixed), so its largest
+    # value over the candidates is at the most or the least balanced one
     r_bal = _binary_ratio(nl_bal, N, S2, S4)
+    r_max = max(r_bal, _binary_ratio(nl_ext, N, S2, S4))
     if kind == KIND_ORDERED:
         mean1 = 1.0
         r = r_bal
