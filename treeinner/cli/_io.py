@@ -187,9 +187,7 @@ def _shown(names: Sequence[str]) -> str:
     return ", ".join(list(names)[:10]) + (" ..." if len(names) > 10 else "")
 
 
-def _labels_and_weights(
-    df: Any, path: str, target: str, weight: str | None
-) -> tuple[Any, Any]:
+def _labels_and_weights(df: Any, path: str, target: str, weight: str | None) -> tuple[Any, Any]:
     for col, what in ((target, "target"), (weight, "weight")):
         if col is not None and col not in df.columns:
             shown = _shown(list(df.columns))
