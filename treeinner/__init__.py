@@ -16,6 +16,7 @@ from .adapters import from_model, load
 from .attribution import Attribution, node_values, predecomp, saabas
 from .ensemble import TreeEnsemble
 from .importance import importance
+from .interactions import Interactions, tree_inner_interactions, tree_shap_interactions
 from .objectives import SoftLabels
 from .selection import select_features
 from .treeshap import tree_shap
@@ -27,6 +28,7 @@ __all__ = [
     "FeatureNamesWarning",
     "InputError",
     "InputTypeError",
+    "Interactions",
     "ModelFormatError",
     "SoftLabels",
     "TreeEnsemble",
@@ -44,7 +46,9 @@ __all__ = [
     "significance",
     "total_gain",
     "tree_inner",
+    "tree_inner_interactions",
     "tree_shap",
+    "tree_shap_interactions",
     "unbiased_gain",
 ]
 

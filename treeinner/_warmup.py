@@ -46,7 +46,15 @@ def warm_up(report: Callable[[str, float], None] | None = None) -> float:
     float
         Seconds taken in total.
     """
-    from . import from_model, importance, predecomp, saabas, tree_shap
+    from . import (
+        from_model,
+        importance,
+        predecomp,
+        saabas,
+        tree_inner_interactions,
+        tree_shap,
+        tree_shap_interactions,
+    )
     from ._methods import REGISTRY
     from .booster import GBMClassifier, GBMRegressor
     from .kernels.routing import TOP_DEPTH
@@ -81,10 +89,12 @@ def warm_up(report: Callable[[str, float], None] | None = None) -> float:
             )
             step(
                 f"{what}: attributions",
-                lambda m=est: (
+                lambda m=est, y=y: (
                     predecomp(m, X),
                     saabas(m, X),
                     tree_shap(m, X),
+                    tree_shap_interactions(m, X),
+                    tree_inner_interactions(m, X, y),
                     from_model(m).leaf_index(X),
                 ),
             )

@@ -368,7 +368,12 @@ def _data_values(ens: TreeEnsemble, reference: Any) -> np.ndarray:
 
 
 #: How the messages name the boosters (``TreeEnsemble.source``).
-_BOOSTER_NAMES = {"catboost": "CatBoost", "xgboost": "XGBoost", "lightgbm": "LightGBM"}
+_BOOSTER_NAMES = {
+    "catboost": "CatBoost",
+    "xgboost": "XGBoost",
+    "lightgbm": "LightGBM",
+    "sklearn": "scikit-learn",
+}
 
 
 class NeedsReference(InputError):

@@ -217,6 +217,7 @@ def select_features(
     ----------
     model : TreeEnsemble or a supported booster
         An XGBoost, LightGBM or CatBoost model (Booster or scikit-learn wrapper), a
+        scikit-learn ``HistGradientBoosting*`` / ``GradientBoosting*`` estimator, a
         ``treeinner.booster.GBMRegressor`` / ``GBMClassifier``, or a TreeEnsemble.
     X : array-like, DataFrame or scipy sparse matrix
         Held-out rows (not the training data: on the training rows TreeInner is the total

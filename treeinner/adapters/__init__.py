@@ -1,7 +1,7 @@
 """Adapters: turn each booster's own model (object or file) into a TreeEnsemble.
 
-Every booster module (``xgboost``, ``lightgbm``, ``catboost``) has the same interface, and
-``from_model`` and ``load`` dispatch through the table ``ADAPTERS`` of them:
+Every booster module (``xgboost``, ``lightgbm``, ``catboost``, ``sklearn``) has the same
+interface, and ``from_model`` and ``load`` dispatch through the table ``ADAPTERS`` of them:
 
 * booster objects: ``matches(obj)`` (by the type's package, without importing any booster
   library), ``export(obj) -> Export`` (the booster's own serialization, and anything else the
@@ -30,14 +30,14 @@ import numpy as np
 
 from .._errors import InputTypeError, ModelFormatError
 from ..ensemble import TreeEnsemble
-from . import _cache, catboost, lightgbm, xgboost
+from . import _cache, catboost, lightgbm, sklearn, xgboost
 from ._common import emit, library_of
 from ._records import Overrides
 
 __all__ = ["ADAPTERS", "clear_cache", "from_model", "load"]
 
 #: The booster modules, in the order ``load`` tries them on a decoded document.
-ADAPTERS = (xgboost, catboost, lightgbm)
+ADAPTERS = (xgboost, catboost, lightgbm, sklearn)
 _CACHE = _cache.LRUCache(_cache.MAXSIZE)
 
 
@@ -59,7 +59,9 @@ def from_model(
     model : TreeEnsemble or a fitted booster
         ``xgboost.Booster``, ``XGBRegressor``, ``XGBClassifier``, ``XGBRanker``;
         ``lightgbm.Booster``, ``LGBMRegressor``, ``LGBMClassifier``, ``LGBMRanker``;
-        ``CatBoost``, ``CatBoostRegressor``, ``CatBoostClassifier``; treeinner's own
+        ``CatBoost``, ``CatBoostRegressor``, ``CatBoostClassifier``; scikit-learn's
+        ``HistGradientBoostingRegressor``/``Classifier`` and
+        ``GradientBoostingRegressor``/``Classifier``; treeinner's own
         ``GBMRegressor``, ``GBMClassifier`` (their ``ensemble_``). A TreeEnsemble is returned
         as it is.
     learning_rate : float, optional
@@ -87,8 +89,8 @@ def from_model(
     if adapter is None:
         raise InputTypeError(
             f"Cannot explain a {type(model).__module__}.{type(model).__name__}: expected an "
-            "XGBoost, LightGBM or CatBoost model (Booster or scikit-learn wrapper), or a "
-            "TreeEnsemble."
+            "XGBoost, LightGBM or CatBoost model (Booster or scikit-learn wrapper), a "
+            "scikit-learn (Hist)GradientBoosting estimator, or a TreeEnsemble."
         )
     exported = adapter.export(model)
     given = Overrides(learning_rate, reg_lambda)
