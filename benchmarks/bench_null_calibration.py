@@ -1,14 +1,14 @@
 """Are held-out p-values calibrated for the features a model only overfit?
 
-``significance()`` tests "score <= 0" per feature with a one-pass standard error. For a
-feature independent of the target and of the other features, the test is calibrated when its
-one-sided p-value rejects at most ``alpha`` of the time. This trains XGBoost and LightGBM
-models on a table with four relevant features (two categorical, two numeric) and three
-irrelevant ones (a 4-level and a 30-level categorical column, a normal column), for a binary
-and a continuous target, in ``--reps`` repetitions, and reports per method and irrelevant
-feature the mean of ``z = score / se`` over repetitions (0 for a score centred at zero, below
-0 for one that turns negative) and the share of p-values below 0.05; for the relevant features
-the share below 0.05 (power).
+``significance()`` tests "score <= 0" per feature with a one-pass standard error. For a feature
+independent of the target and of the other features, the test is calibrated when its one-sided
+p-value rejects at most ``alpha`` of the time. This trains XGBoost and LightGBM models (depth-4
+trees, and 31-leaf trees grown best-first, which overfit more) on a table with four relevant
+features (two categorical, two numeric) and three irrelevant ones (a 4-level and a 30-level
+categorical column, a normal column), for a binary and a continuous target, in ``--reps``
+repetitions, and reports per method and irrelevant feature the mean of ``z = score / se`` over
+repetitions (0 for a score centred at zero, below 0 for one that turns negative) and the share
+of p-values below 0.05; for the relevant features the share below 0.05 (power).
 
     python benchmarks/bench_null_calibration.py            # 40 repetitions, a few minutes
     python benchmarks/bench_null_calibration.py --reps 5   # a quick look
@@ -19,6 +19,7 @@ Writes ``benchmarks/results/null_calibration.json`` and prints a Markdown table.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -71,46 +72,58 @@ def make_data(seed: int, task: str) -> tuple[pd.DataFrame, np.ndarray]:
     return X.astype({c: "category" for c in CATEGORICAL}), y
 
 
-def fit(booster: str, task: str, X: pd.DataFrame, y: np.ndarray, seed: int) -> Any:
-    common = {"n_estimators": 100, "max_depth": 4, "learning_rate": 0.1, "random_state": seed}
+#: model sizes: depth-4 trees, and trees of 31 leaves grown best-first (LightGBM's and
+#: scikit-learn's HistGradientBoosting defaults), which overfit 2,000 rows much more
+SIZES = ("depth 4", "31 leaves")
+
+
+def fit(booster: str, task: str, size: str, X: pd.DataFrame, y: np.ndarray, seed: int) -> Any:
+    common: dict[str, Any] = {"n_estimators": 100, "learning_rate": 0.1, "random_state": seed}
     if booster == "xgboost":
         cls = xgb.XGBClassifier if task == "classification" else xgb.XGBRegressor
-        return cls(**common, enable_categorical=True, n_jobs=1).fit(X, y)
+        shape = (
+            {"max_depth": 4}
+            if size == "depth 4"
+            else {"max_depth": 0, "max_leaves": 31, "grow_policy": "lossguide"}
+        )
+        return cls(**common, **shape, enable_categorical=True, n_jobs=1).fit(X, y)
     cls = lgb.LGBMClassifier if task == "classification" else lgb.LGBMRegressor
-    return cls(**common, n_jobs=1, verbose=-1).fit(X, y)
+    shape = {"max_depth": 4} if size == "depth 4" else {"num_leaves": 31}
+    return cls(**common, **shape, n_jobs=1, verbose=-1).fit(X, y)
 
 
 def run(reps: int) -> list[dict[str, Any]]:
     rows = []
-    for booster in ("xgboost", "lightgbm"):
-        for task in ("classification", "regression"):
-            for rep in range(reps):
-                X, y = make_data(rep, task)
-                model = fit(booster, task, X[:N_TRAIN], y[:N_TRAIN], rep)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # LightGBM's cat_l2 note on PreDecomp
-                    table = treeinner.significance(
-                        model, X[N_TRAIN:], y[N_TRAIN:], methods=list(METHODS), random_state=rep
-                    )
-                for r in table.itertuples():
-                    rows.append(
-                        {
-                            "booster": booster,
-                            "task": task,
-                            "rep": rep,
-                            "method": r.method,
-                            "feature": r.feature,
-                            "z": round(float(r.score / r.se), 6) if r.se > 0 else 0.0,
-                            "p_value": round(float(r.p_value), 6),
-                        }
-                    )
+    cells = itertools.product(SIZES, ("xgboost", "lightgbm"), ("classification", "regression"))
+    for size, booster, task in cells:
+        for rep in range(reps):
+            X, y = make_data(rep, task)
+            model = fit(booster, task, size, X[:N_TRAIN], y[:N_TRAIN], rep)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # LightGBM's cat_l2 note on PreDecomp
+                table = treeinner.significance(
+                    model, X[N_TRAIN:], y[N_TRAIN:], methods=list(METHODS), random_state=rep
+                )
+            for r in table.itertuples():
+                rows.append(
+                    {
+                        "size": size,
+                        "booster": booster,
+                        "task": task,
+                        "rep": rep,
+                        "method": r.method,
+                        "feature": r.feature,
+                        "z": round(float(r.score / r.se), 6) if r.se > 0 else 0.0,
+                        "p_value": round(float(r.p_value), 6),
+                    }
+                )
     return rows
 
 
 def summarize(rows: list[dict[str, Any]]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     df["kind"] = np.where(df["feature"].isin(RELEVANT), "relevant", df["feature"])
-    g = df.groupby(["method", "kind"])
+    g = df.groupby(["size", "task", "method", "kind"])
     out = pd.DataFrame(
         {
             "mean_z": g["z"].mean(),
@@ -123,21 +136,26 @@ def summarize(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def markdown(summary: pd.DataFrame) -> str:
+    """One row per model size, target and method: the irrelevant columns' mean z (± its s.e.
+    over repetitions and boosters) and share of p < 0.05, and the relevant ones' share."""
     kinds = [*IRRELEVANT, "relevant"]
-    head = "| method | " + " | ".join(
+    head = "| trees | target | method | " + " | ".join(
         f"{k}: mean z, share p < 0.05" if k != "relevant" else "relevant: share p < 0.05"
         for k in kinds
     )
-    lines = [head + " |", "|---|" + "---|" * len(kinds)]
-    for m in METHODS:
+    lines = [head + " |", "|---|---|---|" + "---|" * len(kinds)]
+    for size, task, m in itertools.product(SIZES, ("classification", "regression"), METHODS):
+        sel = summary[
+            (summary["size"] == size) & (summary["task"] == task) & (summary["method"] == m)
+        ]
         cells = []
         for k in kinds:
-            r = summary[(summary["method"] == m) & (summary["kind"] == k)].iloc[0]
+            r = sel[sel["kind"] == k].iloc[0]
             if k == "relevant":
                 cells.append(f"{r.reject_5pct:.3f}")
             else:
                 cells.append(f"{r.mean_z:+.2f} ± {r.se_mean_z:.2f}, {r.reject_5pct:.3f}")
-        lines.append(f"| `{m}` | " + " | ".join(cells) + " |")
+        lines.append(f"| {size} | {task} | `{m}` | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -167,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             "python": sys.version.split()[0],
         },
         "reps": args.reps,
-        "cells": "xgboost, lightgbm x classification, regression",
+        "cells": "depth 4, 31 leaves x xgboost, lightgbm x classification, regression",
         "summary": summary.to_dict(orient="records"),
         "markdown": table,
         "rows": rows,

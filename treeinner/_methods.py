@@ -364,7 +364,9 @@ def _abs_rows(ens: TreeEnsemble, X: Any, opts: Options, attribution: str) -> np.
     if attribution == "shap":
         values = tree_shap(ens, X).values
     else:
-        values = path_attribution(ens, X, opts.node_values(ens, attribution)).values
+        node_values = opts.node_values(ens, attribution)
+        assert node_values is not None  # a path attribution has node values
+        values = path_attribution(ens, X, node_values).values
     return np.abs(values if values.ndim == 3 else values[:, :, None])
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +35,25 @@ def _data(n: int = 400, d: int = 5) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     return X, labels
 
 
+def _attributions(model: Any, X: np.ndarray, y: np.ndarray) -> None:
+    """Every per-row attribution and the leaf indices of ``model`` on ``X``."""
+    from . import (
+        from_model,
+        predecomp,
+        saabas,
+        tree_inner_interactions,
+        tree_shap,
+        tree_shap_interactions,
+    )
+
+    predecomp(model, X)
+    saabas(model, X)
+    tree_shap(model, X)
+    tree_shap_interactions(model, X)
+    tree_inner_interactions(model, X, y)
+    from_model(model).leaf_index(X)
+
+
 def warm_up(report: Callable[[str, float], None] | None = None) -> float:
     """Compile (or load from the cache) the kernels of every method and of the native booster.
 
@@ -46,15 +67,7 @@ def warm_up(report: Callable[[str, float], None] | None = None) -> float:
     float
         Seconds taken in total.
     """
-    from . import (
-        from_model,
-        importance,
-        predecomp,
-        saabas,
-        tree_inner_interactions,
-        tree_shap,
-        tree_shap_interactions,
-    )
+    from . import importance
     from ._methods import REGISTRY
     from .booster import GBMClassifier, GBMRegressor
     from .kernels.routing import TOP_DEPTH
@@ -78,26 +91,16 @@ def warm_up(report: Callable[[str, float], None] | None = None) -> float:
             cls = GBMRegressor if objective == "squared_error" else GBMClassifier
             est = cls(n_estimators=6 if depth == 3 else 2, max_depth=depth)
             what = f"{objective}, depth {depth}"
-            step(f"{what}: native booster", lambda e=est, y=y: e.fit(X, y))
+            step(f"{what}: native booster", partial(est.fit, X, y))
             step(
                 f"{what}: every method",
-                lambda m=est, y=y: importance(m, X, y, methods=methods, random_state=0),
+                partial(importance, est, X, y, methods=methods, random_state=0),
             )
             step(
                 f"{what}: standard errors",
-                lambda m=est, y=y: importance(m, X, y, methods=methods, random_state=0, se=True),
+                partial(importance, est, X, y, methods=methods, random_state=0, se=True),
             )
-            step(
-                f"{what}: attributions",
-                lambda m=est, y=y: (
-                    predecomp(m, X),
-                    saabas(m, X),
-                    tree_shap(m, X),
-                    tree_shap_interactions(m, X),
-                    tree_inner_interactions(m, X, y),
-                    from_model(m).leaf_index(X),
-                ),
-            )
+            step(f"{what}: attributions", partial(_attributions, est, X, y))
     y = labels["squared_error"]
     step(
         "native booster, split='unbiased'",

@@ -20,7 +20,9 @@ def write(meta: dict, arrays: dict[str, np.ndarray]) -> bytes:
     """``meta`` (JSON-serializable) and named arrays as the bytes of an ``.npz`` archive."""
     buf = io.BytesIO()
     blob = np.frombuffer(json.dumps(meta, sort_keys=True).encode("utf-8"), dtype=np.uint8)
-    np.savez(buf, **{_META: blob}, **{k: np.ascontiguousarray(v) for k, v in arrays.items()})
+    members: dict[str, Any] = {_META: blob}
+    members.update((k, np.ascontiguousarray(v)) for k, v in arrays.items())
+    np.savez(buf, **members)
     return buf.getvalue()
 
 

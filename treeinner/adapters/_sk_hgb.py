@@ -226,7 +226,7 @@ def _split_sets(
         else:
             members, st[i] = left, fmt.CAT_SET_LEFT
         members = members[members < cats.values.shape[0]]
-        words[i] = bitset(cats.values[members].astype(np.int64))
+        words[int(i)] = bitset(cats.values[members].astype(np.int64))
     return st, miss_left.astype(np.uint8), words
 
 
@@ -279,6 +279,7 @@ def recover(tree: Tree, u: np.ndarray, lam: float, constant: bool) -> Tree | Non
     if n == 1:
         return tree._replace(cover=tree.count.copy())
     inner = np.flatnonzero(tree.left >= 0)
+    H: np.ndarray | None
     if constant:
         H = _sum_up(tree, np.where(tree.left < 0, tree.count, np.nan), inner)
     else:

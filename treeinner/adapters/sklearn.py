@@ -54,7 +54,7 @@ def export(obj: Any) -> Export:
 def from_export(exported: Export, given: Overrides) -> Conversion:
     """Convert what ``export`` serialized (warnings returned, not given)."""
     meta, _ = _sk_dump.read(exported.data)
-    module = _CONVERTERS.get(meta.get("kind"))
+    module = _CONVERTERS.get(str(meta.get("kind")))
     if module is None:
         raise ModelFormatError("Corrupt scikit-learn model dump: unknown estimator kind.")
     return module.convert(exported.data, given)

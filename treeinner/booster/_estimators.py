@@ -40,7 +40,7 @@ _RATIOS = ("1:1:1", "1:1+1")
 
 def _n_threads(n_jobs: int | None) -> int:
     """Numba threads for ``n_jobs`` (None or -1: all; -k: all but k - 1)."""
-    most = numba.config.NUMBA_NUM_THREADS
+    most = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
     if n_jobs is None:
         return most
     if isinstance(n_jobs, numbers.Integral) and not isinstance(n_jobs, bool) and n_jobs != 0:
@@ -82,8 +82,8 @@ def _int_param(
     if (
         not isinstance(v, numbers.Integral)
         or isinstance(v, bool)
-        or v < lo
-        or (hi is not None and v > hi)
+        or int(v) < lo
+        or (hi is not None and int(v) > hi)
     ):
         what = f"an integer >= {lo}" + (f" and <= {hi}" if hi is not None else "")
         what += " or None" if allow_none else ""
@@ -92,7 +92,7 @@ def _int_param(
 
 
 def _float_param(name: str, v: Any, lo: float, lo_open: bool, hi: float = np.inf) -> float:
-    ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v)
+    ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(float(v))
     if ok:
         v = float(v)
         ok = (v > lo if lo_open else v >= lo) and v <= hi

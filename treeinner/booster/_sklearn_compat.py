@@ -43,6 +43,7 @@ class RegressorMixin:
     """``score``: the coefficient of determination R^2."""
 
     _estimator_type = "regressor"
+    predict: Any  # the estimator's
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         y = np.asarray(y, dtype=np.float64)
@@ -56,6 +57,7 @@ class ClassifierMixin:
     """``score``: the (weighted) accuracy."""
 
     _estimator_type = "classifier"
+    predict: Any  # the estimator's
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         return float(np.average(self.predict(X) == np.asarray(y), weights=sample_weight))

@@ -371,7 +371,11 @@ class Grower:
             t.default_left[k] = ri[K.R_DEFAULT_LEFT]
             t.scores[k] = rf
             f = ri[K.R_FEATURE]
-            t.cat[k] = masks[q, : self.b.nbp[f]].copy() if ri[K.R_CAT] != K.CAT_NONE else None
+            if ri[K.R_CAT] != K.CAT_NONE:
+                assert masks is not None  # allocated when a feature is categorical
+                t.cat[k] = masks[q, : self.b.nbp[f]].copy()
+            else:
+                t.cat[k] = None
 
     # ------------------------------------------------------------------ growth
     def grow(
@@ -412,7 +416,7 @@ class Grower:
         n_leaves = 1
         threshold = cfg.min_split_gain
         while frontier:
-            if self.best_first:
+            if cfg.num_leaves is not None:  # best-first
                 if n_leaves >= cfg.num_leaves:
                     break
                 j = max(frontier, key=lambda k: (t.scores[k][key], -k))
@@ -440,8 +444,9 @@ class Grower:
             is_cat = np.array([t.cat[k] is not None for k in batch], dtype=np.uint8)
             masks = np.zeros((m, int(self.b.nbp[feature].max()) if is_cat.any() else 1), np.uint8)
             for q, k in enumerate(batch):
-                if is_cat[q]:
-                    masks[q, : t.cat[k].shape[0]] = t.cat[k]
+                cat = t.cat[k]
+                if cat is not None:
+                    masks[q, : cat.shape[0]] = cat
             K.partition(
                 self.b.bins_t,
                 idx,
@@ -457,7 +462,7 @@ class Grower:
                 masks,
             )
             child_bounds = cb.tolist()
-            more = (not self.best_first) or n_leaves < cfg.num_leaves
+            more = cfg.num_leaves is None or n_leaves < cfg.num_leaves
             to_build: list[int] = []
             to_find: list[int] = []
             sub_parent: list[int] = []
@@ -478,8 +483,8 @@ class Grower:
                             to_build.append(c)
                             to_find.append(c)
                     continue
-                rows = [t.bounds[c][self.HP] - t.bounds[c][0] for c in kids]
-                s_i = 0 if rows[0] <= rows[1] else 1
+                kid_rows = [t.bounds[c][self.HP] - t.bounds[c][0] for c in kids]
+                s_i = 0 if kid_rows[0] <= kid_rows[1] else 1
                 small, large = kids[s_i], kids[1 - s_i]
                 t.slot[small] = pool.alloc()
                 to_build.append(small)
@@ -566,6 +571,7 @@ class Grower:
             f = int(best_feature[k])
             split_type[k] = CAT_SET_LEFT
             default_left[k] = mask[self.b.n_bins[f]]  # the missing bin's side
+            assert self.b.cat_codes is not None and self.b.cat_bin is not None  # categorical
             left_codes = self.b.cat_codes[f][mask[self.b.cat_bin[f]] != 0]
             words.append(_bitset(left_codes))
             cat_offsets[k + 1] = words[-1].shape[0]
@@ -787,5 +793,5 @@ def train(
         rounds,
         F,
         is_cat,
-        binned.cat_codes,
+        binned.cat_codes or {},
     )
