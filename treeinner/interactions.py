@@ -187,7 +187,7 @@ def tree_inner_interactions(
 
     ``TI(j, k) = sum_m (1/lr_m) sum_i w_i Phi_{m,jk}(x_i) (-g_{i,m})``, with ``Phi_m`` tree
     m's path-dependent SHAP interaction values (``tree_shap_interactions``) and g the gradient
-    at the margin before tree m's boosting round: TreeInner (paper 003, Definition 4) with the
+    at the margin before tree m's boosting round: TreeInner (Sun 2022, Definition 4) with the
     interaction values as the per-tree attribution. Each row sums to
     ``tree_inner(model, X, y, attribution="shap")``; the diagonal is the main effects' part,
     ``TI(j, k) + TI(k, j)`` the held-out value of the pair's interaction (negative: the model

@@ -593,7 +593,7 @@ class GBMRegressor(RegressorMixin, _GBMBase):
     split : {"gain", "unbiased", "pvalue"}, default "gain"
         "gain": XGBoost-style splits by the regularised gain
         ``G_L^2/(H_L+lambda) + G_R^2/(H_R+lambda) - G^2/(H+lambda)``. "unbiased": UnbiasedGBM
-        (paper 000, Section 5.2, Algorithms 2 and 3): for every tree the rows are divided at
+        (Zhang et al. 2023, Section 5.2, Algorithms 2 and 3): for every tree the rows are divided at
         random into D, D1' and D2'; each feature's threshold (and missing direction) is chosen
         by the gain on D; the feature by score_2, the unbiased gain of those splits with
         the ratios rho = G/H from D1'; the node is split only if score_3, the unbiased gain of

@@ -778,7 +778,8 @@ def train(
         trees, groups = trees[:keep], groups[:keep]
         rounds = best_iter + 1
     for t in trees:
-        if cfg.unbiased:  # every evaluated split's score_3, taken or not (paper 000, Remark)
+        # every evaluated split's score_3, taken or not (Zhang et al. 2023, Remark)
+        if cfg.unbiased:
             ok = t.best_feature >= 0
             np.add.at(importance, t.best_feature[ok], t.score3[ok])
         else:

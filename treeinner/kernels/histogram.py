@@ -706,8 +706,8 @@ def _prefix_parts(pool, b0, part_size, P, n, pre):
 def _scan_unbiased(
     pool, base, part_size, P, f, off, n_bins, tot, lam, mcw, msl, scratch, out_i, out_f
 ):
-    """UnbiasedGBM (paper 000, Algorithm 2) for feature ``f`` of one node with ``P`` histogram
-    parts (D, D1'[, D2']) of three channels (w g, w h, count): the threshold (and missing
+    """UnbiasedGBM (Zhang et al. 2023, Algorithm 2) for feature ``f`` of one node with ``P``
+    histogram parts (D, D1'[, D2']) of three channels (w g, w h, count): the threshold (and missing
     direction) maximising the regularised gain on D among the splits that leave every child at
     least ``msl`` rows and ``mcw`` (> 0) hessian of every part; then score_2 = sum_u G_u^D
     rho_u^(1) and score_3 = sum_u G_u^(D + D1') rho_u^(2) over u in (L, R, -node), with rho = G

@@ -1,7 +1,8 @@
-"""Numba kernels: split criteria and their p-values under the permutation null (paper 004).
+"""Numba kernels: split criteria and their p-values under the permutation null (Dobra and
+Gehrke 2001).
 
 A split criterion prefers features with many distinct values even when no feature is related to
-the target (Dobra and Gehrke 2001, seed paper 004). Splitting on the p-value of the criterion
+the target (Dobra and Gehrke 2001). Splitting on the p-value of the criterion
 under the null "the feature is independent of the target in this node" instead of on its value
 removes that bias. This module computes those p-values with Gamma approximations whose mean and
 variance are exact (multiway splits) or account for the number of candidate splits (the best
