@@ -253,7 +253,7 @@ class Objective:
         return per
 
 
-def get_objective(ens) -> Objective:
+def get_objective(ens: Any) -> Objective:
     """The ``Objective`` of a TreeEnsemble, as its adapter decided it.
 
     Parameters
