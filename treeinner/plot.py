@@ -5,7 +5,10 @@
   (``treeinner.significance``, ``treeinner.importance(..., se=True)`` or ``n_bootstrap``)
   and the features whose q-value is at most alpha marked.
 - ``summary``: a beeswarm of per-row attributions coloured by the feature's value.
-- ``dependence``: a feature's value against its attribution.
+- ``dependence``: a feature's value against its attribution (or its SHAP interaction with
+  another feature), coloured by another feature, by default the one it interacts with most.
+- ``interactions``: a heatmap of mean |SHAP interaction| (``tree_shap_interactions``) or of
+  the signed held-out pair importance of ``tree_inner_interactions``.
 
 Every function draws on ``ax`` if given (otherwise on a new figure) and returns the Axes.
 """
@@ -21,12 +24,17 @@ import pandas as pd
 
 from ._api import check_alpha, public
 from ._errors import InputError, InputTypeError
-from .attribution import _feature_matrix, _output_index, _positive_int
+from .attribution import Attribution, _feature_matrix, _output_index, _positive_int
+from .interactions import Interactions, tree_shap_interactions
 
-__all__ = ["dependence", "importance", "summary"]
+__all__ = ["dependence", "importance", "interactions", "summary"]
 
 _MISSING_COLOR = "#8c8c8c"
 _CMAP = "coolwarm"
+_SIGNED_CMAP = "RdBu_r"
+_ABS_CMAP = "viridis"
+#: At most this many category labels on a dependence plot's x axis; more are thinned.
+_MAX_CATEGORY_LABELS = 30
 
 
 def _pyplot() -> Any:
@@ -44,6 +52,24 @@ def _axes(ax: Any, width: float, height: float) -> Any:
         return ax
     _, ax = _pyplot().subplots(figsize=(width, height))
     return ax
+
+
+# ---------------------------------------------------------------------- helpers
+def _check_count0(name: str, v: Any) -> int:
+    """``v`` as an int, checked to be a non-negative integer (the argument ``name``)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+        raise InputError(f"{name} must be a non-negative int, got {v!r}.")
+    return int(v)
+
+
+def _top_bottom(order: np.ndarray, top: int, bottom: int) -> tuple[np.ndarray, int | None]:
+    """The first ``top`` and the last ``bottom`` entries of a ranking (each once, in ranking
+    order), and the position after which entries were left out (None if none were)."""
+    if top + bottom >= order.shape[0]:
+        return order, None
+    if bottom == 0:
+        return order[:top], None
+    return np.concatenate([order[:top], order[-bottom:]]), top
 
 
 # ---------------------------------------------------------------------- importance
@@ -97,6 +123,7 @@ def importance(
     normalize: bool = True,
     ax: Any = None,
     top: int | None = None,
+    bottom: int | None = None,
     alpha: float | None = 0.05,
 ) -> Any:
     """Compare importance methods side by side: horizontal grouped bars, one group per feature,
@@ -124,6 +151,11 @@ def importance(
         Axes to draw on; a new figure otherwise.
     top : int, optional
         Show only the ``top`` features ranked highest by the first method.
+    bottom : int, optional
+        With ``top``, also show the ``bottom`` features ranked lowest by the first method
+        (those ``top`` did not show; NaN scores rank lowest): the most negative held-out
+        scores, the features the model only overfit. They are drawn below the top features,
+        in the same order, after a dashed line where features were left out between the two.
     alpha : float or None, default 0.05
         Error bars are ``1 - alpha`` normal intervals, ``score +- z_{1 - alpha/2} se``, and
         where the table has q-values (``treeinner.significance``), the bars of features with
@@ -184,6 +216,10 @@ def importance(
         raise InputError("frame has no rows (features) to plot.")
     if top is not None:
         top = _positive_int("top", top)
+    if bottom is not None:
+        bottom = _check_count0("bottom", bottom)
+        if top is None:
+            raise InputError("bottom= needs top= (without top every feature is shown).")
 
     values, errors = {}, {}
     for m in methods:
@@ -200,8 +236,9 @@ def importance(
 
     first = values[methods[0]]
     order = np.argsort(-np.where(np.isnan(first), -np.inf, first), kind="stable")
+    gap = None
     if top is not None:
-        order = order[:top]
+        order, gap = _top_bottom(order, top, bottom or 0)
     names = [str(frame.index[i]) for i in order]
     n_feat, n_meth = len(order), len(methods)
 
@@ -241,6 +278,8 @@ def importance(
             transform=offset_copy(ax.transData, fig=ax.figure, x=6, units="points"),
         )
     ax.axvline(0.0, color="black", linewidth=0.8)
+    if gap is not None:  # features left out between the top and the bottom ones
+        ax.axhline(gap - 0.5, color="#555555", linewidth=0.8, linestyle="--")
     ax.set_yticks(pos)
     ax.set_yticklabels(names)
     ax.set_ylim(n_feat - 0.5, -0.5)  # first feature at the top
@@ -416,6 +455,57 @@ def summary(
     return ax
 
 
+def _category_ticks(axis: Any, labels: Sequence[Any], max_labels: int) -> None:
+    """Label the category codes 0..m-1 of ``axis`` (an Axis) with ``labels``, thinned to every
+    ``step``-th so that at most ``max_labels`` are shown and each has 0.18 inch of the axis
+    (one line of 10 pt text); on the x axis rotated 90 degrees where more than 10 are shown,
+    45 degrees where more than 5 or one is longer than 10 characters."""
+    m = len(labels)
+    if m == 0:
+        return
+    box = axis.axes.get_position()
+    width, height = axis.axes.figure.get_size_inches()
+    length = box.width * width if axis.axis_name == "x" else box.height * height
+    limit = max(2, min(max_labels, int(length / 0.18)))
+    step = -(-m // limit)
+    pos = list(range(0, m, step))
+    text = [str(labels[i]) for i in pos]
+    axis.set_ticks(pos)
+    if axis.axis_name != "x":
+        axis.set_ticklabels(text)
+    elif len(text) > 10:
+        axis.set_ticklabels(text, rotation=90)
+    elif len(text) > 5 or max(len(t) for t in text) > 10:
+        axis.set_ticklabels(text, rotation=45, ha="right", rotation_mode="anchor")
+    else:
+        axis.set_ticklabels(text)
+
+
+def _interaction_values(inter: Any, output: int | None) -> np.ndarray:
+    """(n, p, p) interaction values of one output of an ``Interactions``."""
+    v = np.asarray(inter.values, dtype=np.float64)
+    if v.ndim == 4:
+        if output is None:
+            raise InputError(
+                f"These interactions have {v.shape[3]} outputs (classes); pass output= to pick one."
+            )
+        return v[..., _output_index(output, v.shape[3])]
+    if v.ndim != 3:
+        raise InputError(f"interaction values must be 3-D or 4-D, got shape {v.shape}.")
+    if output is not None:
+        _output_index(output, 1)
+    return v
+
+
+def _strongest_partner(iv: np.ndarray, j: int) -> int:
+    """The feature k != j with the largest mean |interaction value (j, k)| over the rows."""
+    if iv.shape[1] < 2:
+        raise InputError("There is no other feature to interact with: the model has one.")
+    strength = np.abs(iv[:, j, :]).mean(axis=0) if iv.shape[0] else np.zeros(iv.shape[1])
+    strength[j] = -np.inf
+    return int(np.argmax(strength))
+
+
 @public
 def dependence(
     attribution: Any,
@@ -425,6 +515,9 @@ def dependence(
     color: str | int | None = None,
     output: int | None = None,
     ax: Any = None,
+    interactions: Interactions | None = None,
+    model: Any = None,
+    interaction_values: bool = False,
 ) -> Any:
     """Scatter of a feature's value (x) against its attribution (y), one point per row.
 
@@ -433,30 +526,112 @@ def dependence(
     attribution, X
         As for ``summary``: the attributions and the rows they explain. Rows where the feature
         is missing have no x position and are not drawn. A categorical feature is placed at its
-        category codes, labelled with the categories on the x axis (up to 30 of them); a
-        categorical colour feature gets its categories on the colour bar (up to 20).
+        category codes, labelled with the categories on the x axis: every one while they fit
+        (at most 30, 0.18 inch each), otherwise every second, third, ... one; rotated 90
+        degrees when more than 10 are shown, 45 when more than 5 or a long one. A categorical
+        colour feature gets its categories on the colour bar (at most 20, thinned likewise).
+        ``attribution`` may also be the ``Interactions`` of
+        ``treeinner.tree_shap_interactions``: the attributions are then its SHAP values (the
+        sums of its rows), and it serves as ``interactions``.
     feature : str or int
         Feature name or index (in the attribution's feature order).
     color : str or int, optional
         Another feature whose value colours the points (colour bar between its 5th and 95th
-        percentiles; grey where missing).
+        percentiles; grey where missing). ``"auto"``: the feature with the largest mean
+        |SHAP interaction value| with ``feature`` over the rows (from ``interactions``, or
+        computed from ``model``; named in the title). A feature actually named ``"auto"`` is
+        chosen by its index.
     output, ax
         As for ``summary``: the output (class) to plot, required for multi-output
         attributions, and the Axes to draw on (a new figure otherwise).
+    interactions : Interactions, optional
+        ``treeinner.tree_shap_interactions`` of the same rows, for ``color="auto"`` and
+        ``interaction_values``.
+    model : TreeEnsemble or a supported booster, optional
+        Where ``interactions`` is needed and not given: the model, whose interaction values on
+        ``X`` are then computed (``tree_shap_interactions(model, X)``).
+    interaction_values : bool, default False
+        Plot SHAP interaction values instead of the attributions (as shap's
+        ``dependence_plot`` does given interaction values): with a colour feature k other than
+        ``feature`` (j), the pair's whole interaction ``2 * Phi_jk`` (``values[:, j, k] +
+        values[:, k, j]``); without ``color`` (or with ``color=feature``), j's main effect
+        ``Phi_jj``.
 
     Returns
     -------
     matplotlib.axes.Axes
         With ``color``, the rows where that feature is present are one scatter collection and
         those where it is missing a second, grey one (labelled ``"<name> missing"``).
+
+    Raises
+    ------
+    ValueError
+        For an unknown feature, ``color="auto"`` or ``interaction_values`` with neither
+        ``interactions`` nor ``model`` (or both), interactions of other features or rows, or
+        a model with a single feature.
+    TypeError
+        For an ``interactions`` that is not an ``Interactions``, or a non-bool
+        ``interaction_values``.
     """
+    if not isinstance(interaction_values, (bool, np.bool_)):
+        raise InputTypeError(
+            f"interaction_values must be True or False, got {interaction_values!r}."
+        )
+    if interactions is not None and not isinstance(interactions, Interactions):
+        raise InputTypeError(
+            "interactions must be the Interactions of treeinner.tree_shap_interactions, got "
+            f"{type(interactions).__name__}."
+        )
+    if isinstance(attribution, Interactions):
+        if interactions is None:
+            interactions = attribution
+        attribution = Attribution(
+            values=np.asarray(attribution.values).sum(axis=2),
+            bias=attribution.bias,
+            feature_names=attribution.feature_names,
+            index=attribution.index,
+        )
     v, suffix = _attribution_values(attribution, output)
     j = _feature_index(attribution, feature)
-    k = None if color is None else _feature_index(attribution, color, "color feature")
+    auto = isinstance(color, str) and color == "auto"
+    k = None if color is None or auto else _feature_index(attribution, color, "color feature")
     n = v.shape[0]
     Xv, cats = _feature_matrix(attribution.feature_names, X, n)
     names = [str(f) for f in attribution.feature_names]
+
+    iv = None
+    if auto or interaction_values:
+        if interactions is not None and model is not None:
+            raise InputError("Pass interactions= or model=, not both.")
+        if interactions is None:
+            if model is None:
+                why = 'color="auto"' if auto else "interaction_values=True"
+                raise InputError(
+                    f"{why} needs SHAP interaction values: pass "
+                    "interactions=treeinner.tree_shap_interactions(model, X), or model=."
+                )
+            interactions = tree_shap_interactions(model, X)
+        if [str(f) for f in interactions.feature_names] != names:
+            raise InputError(
+                "interactions are of other features than the attribution: "
+                f"{list(interactions.feature_names)[:10]} vs {names[:10]}."
+            )
+        iv = _interaction_values(interactions, output)
+        if iv.shape[0] != n:
+            raise InputError(
+                f"interactions have {iv.shape[0]} rows, the attribution {n}: explain the same rows."
+            )
+        if auto:
+            k = _strongest_partner(iv, j)
+
     x, y = Xv[:, j], v[:, j]
+    ylabel = f"attribution of {names[j]}{suffix}"
+    if iv is not None and interaction_values:
+        if k is None or k == j:
+            y, ylabel = iv[:, j, j], f"main effect of {names[j]}{suffix}"
+        else:
+            y = 2.0 * iv[:, j, k]
+            ylabel = f"SHAP interaction of {names[j]} and {names[k]}{suffix}"
 
     plt = _pyplot()
     ax = _axes(ax, 6.5 if k is not None else 5.5, 4.5)
@@ -482,14 +657,182 @@ def dependence(
             )  # fmt: skip
         cb = plt.colorbar(sc, ax=ax)
         cb.set_label(names[k])
-        if k in cats and len(cats[k]) <= 20:
-            cb.set_ticks(np.arange(len(cats[k])))
-            cb.set_ticklabels(cats[k])
-    if j in cats and len(cats[j]) <= 30:
-        ax.set_xticks(np.arange(len(cats[j])))
-        ax.set_xticklabels(cats[j], rotation=45 if len(cats[j]) > 5 else 0)
+        if k in cats:
+            _category_ticks(cb.ax.yaxis, cats[k], 20)
+    if j in cats:
+        _category_ticks(ax.xaxis, cats[j], _MAX_CATEGORY_LABELS)
     ax.axhline(0.0, color="#555555", linewidth=0.8, zorder=1)
     ax.set_xlabel(names[j])
-    ax.set_ylabel(f"attribution of {names[j]}{suffix}")
-    ax.set_title(f"Dependence on {names[j]}")
+    ax.set_ylabel(ylabel)
+    title = f"Dependence on {names[j]}"
+    if auto and k is not None:
+        title += f"\n(colour: strongest interaction, {names[k]})"
+    ax.set_title(title)
+    return ax
+
+
+# ---------------------------------------------------------------------- interactions
+def _pair_matrix(values: Any, output: int | None) -> tuple[pd.DataFrame, bool, str]:
+    """The p x p matrix to draw, whether it is signed, and its colour bar label."""
+    if isinstance(values, Interactions):
+        iv = _interaction_values(values, output)
+        names = [str(f) for f in values.feature_names]
+        m = np.abs(iv).mean(axis=0) if iv.shape[0] else np.zeros(iv.shape[1:])
+        suffix = f" (output {output})" if np.ndim(values.values) == 4 else ""
+        return (
+            pd.DataFrame(m, index=names, columns=names),
+            False,
+            (f"mean |SHAP interaction value|{suffix}"),
+        )
+    if isinstance(values, pd.DataFrame):
+        if output is not None:
+            raise InputError(
+                "output= applies to Interactions; for a DataFrame pick the class when computing "
+                "it (tree_inner_interactions(..., output=))."
+            )
+        rows = [str(i) for i in values.index]
+        cols = [str(c) for c in values.columns]
+        if rows != cols:
+            raise InputError(
+                "The DataFrame must be square with the same features, in the same order, on "
+                "both axes (as tree_inner_interactions returns it)."
+            )
+        if not all(pd.api.types.is_numeric_dtype(t) for t in values.dtypes) or any(
+            pd.api.types.is_bool_dtype(t) for t in values.dtypes
+        ):
+            raise InputError("The DataFrame's columns must all be numeric.")
+        m = values.to_numpy(dtype=np.float64)
+        return pd.DataFrame(m, index=rows, columns=cols), True, "held-out pair importance"
+    raise InputTypeError(
+        "values must be the Interactions of treeinner.tree_shap_interactions or the DataFrame of "
+        f"treeinner.tree_inner_interactions, got {type(values).__name__}."
+    )
+
+
+@public
+def interactions(
+    values: Any,
+    *,
+    top: int | None = 20,
+    bottom: int | None = None,
+    output: int | None = None,
+    diagonal: bool = True,
+    annotate: bool | None = None,
+    ax: Any = None,
+) -> Any:
+    """Heatmap of pairwise interactions: mean |SHAP interaction value| over the rows, or the
+    signed held-out pair importance of ``tree_inner_interactions``.
+
+    Features are ranked by their total, the sum of their row of the matrix (the diagonal
+    included): for ``tree_inner_interactions`` this is the feature's
+    ``tree_inner(..., attribution="shap")``, for SHAP interaction values at least its mean
+    |SHAP value|. The ``top`` ranked highest are drawn, followed by the ``bottom`` ranked
+    lowest, both axes in ranking order (highest at the top left), with dashed lines between
+    the two groups where features were left out.
+
+    Parameters
+    ----------
+    values : Interactions or pandas.DataFrame
+        The ``Interactions`` of ``treeinner.tree_shap_interactions`` (drawn: the mean over
+        rows of |values|, with a sequential colour map from 0), or the p x p DataFrame of
+        ``treeinner.tree_inner_interactions`` (drawn as it is, signed, with a diverging colour
+        map centred at 0: red positive, blue negative, equally saturated at +- the largest
+        |value| shown).
+    top : int or None, default 20
+        Number of features ranked highest shown; None: every feature (in ranking order).
+    bottom : int, optional
+        Number of features ranked lowest shown as well, among those ``top`` leaves out.
+        Default: 0 for ``Interactions``; for a DataFrame the features with a negative total,
+        at most 5 of them (negative held-out scores: what the model learnt that does not hold
+        on these rows).
+    output : int, optional
+        For multi-output ``Interactions``, the output (class) to draw; required there.
+    diagonal : bool, default True
+        Draw the diagonal (main effects). False: leave it blank and scale the colours by the
+        off-diagonal cells only (main effects are often much larger than interactions).
+    annotate : bool, optional
+        Write each cell's value in it; default: when at most 12 features are shown.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on; a new figure otherwise.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        One image (``ax.images[0]``) whose array is the drawn matrix (NaN, masked, on a blank
+        diagonal), feature names as tick labels on both axes (x rotated 90 degrees; the font
+        shrinks beyond 25 features), and a colour bar.
+
+    Raises
+    ------
+    TypeError
+        For values that are neither ``Interactions`` nor a DataFrame.
+    ValueError
+        For a DataFrame that is not square with the same features on both axes or not
+        numeric, no features, a bad ``top``, ``bottom`` or ``output``.
+    """
+    frame, signed, label = _pair_matrix(values, output)
+    p = frame.shape[0]
+    if p == 0:
+        raise InputError("There are no features to plot.")
+    if top is not None:
+        top = _positive_int("top", top)
+    if bottom is not None:
+        bottom = _check_count0("bottom", bottom)
+        if top is None:
+            raise InputError("bottom= needs top= (with top=None every feature is shown).")
+    for name, flag in (("diagonal", diagonal), ("annotate", annotate)):
+        if not (isinstance(flag, (bool, np.bool_)) or (name == "annotate" and flag is None)):
+            raise InputTypeError(f"{name} must be True or False, got {flag!r}.")
+    m = frame.to_numpy()
+    total = np.nansum(m, axis=1)
+    order = np.argsort(-total, kind="stable")
+    gap = None
+    if top is not None:
+        if bottom is None:
+            bottom = min(5, int(np.sum(total < 0))) if signed else 0
+        order, gap = _top_bottom(order, top, bottom)
+    shown = m[np.ix_(order, order)].copy()
+    if not diagonal:
+        np.fill_diagonal(shown, np.nan)
+    names = [str(frame.index[i]) for i in order]
+    k = len(order)
+
+    plt = _pyplot()
+    size = float(np.clip(2.5 + 0.3 * k, 4.5, 16.0))
+    ax = _axes(ax, size + 1.2, size)
+    finite = shown[np.isfinite(shown)]
+    peak = float(np.abs(finite).max()) if finite.size else 0.0
+    peak = peak if peak > 0 else 1.0
+    from matplotlib import colormaps
+
+    cmap = colormaps[_SIGNED_CMAP if signed else _ABS_CMAP].with_extremes(bad="white")
+    im = ax.imshow(
+        np.ma.masked_invalid(shown), cmap=cmap, vmin=-peak if signed else 0.0, vmax=peak,
+        interpolation="nearest", aspect="equal",
+    )  # fmt: skip
+    fontsize = 10.0 if k <= 25 else max(4.0, 250.0 / k)
+    ax.set_xticks(np.arange(k))
+    ax.set_xticklabels(names, rotation=90, fontsize=fontsize)
+    ax.set_yticks(np.arange(k))
+    ax.set_yticklabels(names, fontsize=fontsize)
+    if gap is not None:
+        for line in (ax.axhline, ax.axvline):
+            line(gap - 0.5, color="black", linewidth=1.0, linestyle="--")
+    if annotate is None:
+        annotate = k <= 12
+    if annotate:
+        for r in range(k):
+            for c in range(k):
+                cell = shown[r, c]
+                if np.isfinite(cell):
+                    # white on saturated red/blue and on viridis's dark low end
+                    dark = abs(cell) > 0.6 * peak if signed else cell < 0.5 * peak
+                    ax.text(
+                        c, r, f"{cell:.2g}", ha="center", va="center", fontsize=7,
+                        color="white" if dark else "black",
+                    )  # fmt: skip
+    cb = plt.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    cb.set_label(label)
+    what = "Held-out pair importance" if signed else "Mean |SHAP interaction value|"
+    ax.set_title(what if k == p else f"{what} ({k} of {p} features)")
     return ax
