@@ -194,9 +194,7 @@ def test_base_margin_with_more_outputs_than_the_objective(xgb_ens):
 def test_hand_built_ensemble_of_several_outputs_has_no_default_gradient(xgb_ens):
     """Without a grad_objective, an ensemble of several outputs gets none (the default,
     squared error, has one output); an output without trees is not refused."""
-    fields = {
-        f.name: getattr(xgb_ens, f.name) for f in dataclasses.fields(TreeEnsemble) if f.init
-    }
+    fields = {f.name: getattr(xgb_ens, f.name) for f in dataclasses.fields(TreeEnsemble) if f.init}
     for k in ("grad_objective", "grad_params", "no_gradient", "objective", "input_map"):
         del fields[k]
     two = TreeEnsemble(**{**fields, "base_margin": [0.5, 0.0]})
