@@ -17,6 +17,7 @@ from .attribution import Attribution, node_values, predecomp, saabas
 from .ensemble import TreeEnsemble
 from .importance import importance
 from .interactions import Interactions, tree_inner_interactions, tree_shap_interactions
+from .interventional import tree_shap_interventional
 from .objectives import SoftLabels
 from .selection import select_features
 from .treeshap import tree_shap
@@ -49,6 +50,7 @@ __all__ = [
     "tree_inner_interactions",
     "tree_shap",
     "tree_shap_interactions",
+    "tree_shap_interventional",
     "unbiased_gain",
 ]
 

@@ -44,12 +44,14 @@ def _attributions(model: Any, X: np.ndarray, y: np.ndarray) -> None:
         tree_inner_interactions,
         tree_shap,
         tree_shap_interactions,
+        tree_shap_interventional,
     )
 
     predecomp(model, X)
     saabas(model, X)
     tree_shap(model, X)
     tree_shap_interactions(model, X)
+    tree_shap_interventional(model, X, X[:20])
     tree_inner_interactions(model, X, y)
     from_model(model).leaf_index(X)
 
