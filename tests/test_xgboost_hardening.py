@@ -283,8 +283,14 @@ def test_corrupt_model_refused_at_load_naming_the_field(mutated, name):
     for w in words:
         assert w in msg, (w, msg)
     # the oracle: XGBoost refuses it too, or crashes on it, or loads it (and then gives NaN
-    # or other numbers than the file means: refusing is the only way not to differ)
-    expected = {"refuses": {"error"}, "crashes": {"crash", "error"}, "loads": {"margin"}}
+    # or other numbers than the file means: refusing is the only way not to differ). Where
+    # XGBoost reads past the end of an array ("crashes") its behaviour is undefined: it crashes
+    # or returns numbers made of whatever memory follows, run by run (seen in CI)
+    expected = {
+        "refuses": {"error"},
+        "crashes": {"crash", "error", "margin"},
+        "loads": {"margin"},
+    }
     assert outcome in expected[xgb_says]
 
 
