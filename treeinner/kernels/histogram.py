@@ -1030,6 +1030,25 @@ def _split_prepare(pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins
     return pi, pf, max_nb
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _write_pick(feats, pi, j, best, res_i, res_f):
+    """Node ``j``'s chosen split: candidate ``best`` of the per-(node, feature) results ``pi``
+    (feature ``feats[best % len(feats)]``), or none (``best`` < 0: no feature, every score
+    -inf). The caller writes the found split's scores to ``res_f``."""
+    if best < 0:
+        res_i[j, R_FEATURE] = -1
+        res_i[j, R_BIN] = -1
+        res_i[j, R_DEFAULT_LEFT] = 0
+        res_i[j, R_CAT] = CAT_NONE
+        for c in range(N_FRES):
+            res_f[j, c] = _NEG_INF
+    else:
+        res_i[j, R_FEATURE] = feats[best % feats.shape[0]]
+        res_i[j, R_BIN] = pi[best, R_BIN]
+        res_i[j, R_DEFAULT_LEFT] = pi[best, R_DEFAULT_LEFT]
+        res_i[j, R_CAT] = pi[best, R_CAT]
+
+
 @njit(cache=True, error_model="numpy")
 def _split_pick(feats, unbiased, pi, pf, res_i, res_f):
     """Per node, the feature whose best split scores highest (gain, or score_2 unbiased)."""
@@ -1044,18 +1063,8 @@ def _split_pick(feats, unbiased, pi, pf, res_i, res_f):
                 continue
             if best < 0 or pf[t, key] > pf[best, key]:
                 best = t
-        if best < 0:
-            res_i[j, R_FEATURE] = -1
-            res_i[j, R_BIN] = -1
-            res_i[j, R_DEFAULT_LEFT] = 0
-            res_i[j, R_CAT] = CAT_NONE
-            for c in range(N_FRES):
-                res_f[j, c] = _NEG_INF
-        else:
-            res_i[j, R_FEATURE] = feats[best % nf]
-            res_i[j, R_BIN] = pi[best, R_BIN]
-            res_i[j, R_DEFAULT_LEFT] = pi[best, R_DEFAULT_LEFT]
-            res_i[j, R_CAT] = pi[best, R_CAT]
+        _write_pick(feats, pi, j, best, res_i, res_f)
+        if best >= 0:
             for c in range(N_FRES):
                 res_f[j, c] = pf[best, c]
 
@@ -1230,18 +1239,8 @@ def _split_pick_pvalue(feats, pi, pf, lp, log_alpha, res_i, res_f):
                 best = t
         if best >= 0 and log_alpha < 0.0 and not (lp[best] < log_alpha):
             best = -1
-        if best < 0:
-            res_i[j, R_FEATURE] = -1
-            res_i[j, R_BIN] = -1
-            res_i[j, R_DEFAULT_LEFT] = 0
-            res_i[j, R_CAT] = CAT_NONE
-            for c in range(N_FRES):
-                res_f[j, c] = _NEG_INF
-        else:
-            res_i[j, R_FEATURE] = feats[best % nf]
-            res_i[j, R_BIN] = pi[best, R_BIN]
-            res_i[j, R_DEFAULT_LEFT] = pi[best, R_DEFAULT_LEFT]
-            res_i[j, R_CAT] = pi[best, R_CAT]
+        _write_pick(feats, pi, j, best, res_i, res_f)
+        if best >= 0:
             res_f[j, R_GAIN] = pf[best, R_GAIN]
             res_f[j, R_SCORE2] = lp[best]
             res_f[j, R_SCORE3] = pf[best, R_GAIN]
