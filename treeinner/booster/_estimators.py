@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numba
@@ -35,6 +36,8 @@ except ImportError:  # pragma: no cover - exercised only without scikit-learn
 __all__ = ["GBMClassifier", "GBMRegressor"]
 
 _SPLITS = ("gain", "unbiased", "pvalue")
+_SCALINGS = ("none", "root")
+_SEARCHES = ("all", "group_test")
 _RATIOS = ("1:1:1", "1:1+1")
 
 
@@ -218,6 +221,24 @@ def _as_matrix(
     return arr, names, is_cat, categories
 
 
+@dataclass
+class _Prepared:
+    """What ``fit`` validated: the parameters, the data and the objective."""
+
+    cfg: _train.Config
+    rng: np.random.Generator
+    X: np.ndarray
+    y: np.ndarray
+    w: np.ndarray
+    obj: Objective
+    base: np.ndarray
+    evals: list[tuple[np.ndarray, np.ndarray]]
+    is_cat: np.ndarray
+    names: list[str] | None
+    feature_names: list[str]
+    categories: dict[int, list]
+
+
 class _GBMBase(BaseEstimator):
     """Shared parameters, fitting and prediction of GBMRegressor and GBMClassifier."""
 
@@ -246,6 +267,11 @@ class _GBMBase(BaseEstimator):
         cat_l2: float = 10.0,
         min_data_per_group: int = 100,
         min_split_pvalue: float = 1.0,
+        feature_penalty: float = 0.0,
+        penalty_scaling: str = "none",
+        split_search: str = "all",
+        n_select: int = 10,
+        delta: float = 0.1,
     ) -> None:
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -270,6 +296,11 @@ class _GBMBase(BaseEstimator):
         self.cat_l2 = cat_l2
         self.min_data_per_group = min_data_per_group
         self.min_split_pvalue = min_split_pvalue
+        self.feature_penalty = feature_penalty
+        self.penalty_scaling = penalty_scaling
+        self.split_search = split_search
+        self.n_select = n_select
+        self.delta = delta
 
     # ------------------------------------------------------------------ parameters
     def _config(self) -> _train.Config:
@@ -287,6 +318,19 @@ class _GBMBase(BaseEstimator):
         msg = self.min_split_gain
         if not (isinstance(msg, numbers.Real) and not isinstance(msg, bool) and np.isfinite(msg)):
             raise InputError(f"min_split_gain must be a finite number, got {msg!r}.")
+        if self.penalty_scaling not in _SCALINGS:
+            raise InputError(
+                f"penalty_scaling must be one of {_SCALINGS}, got {self.penalty_scaling!r}."
+            )
+        if self.split_search not in _SEARCHES:
+            raise InputError(f"split_search must be one of {_SEARCHES}, got {self.split_search!r}.")
+        mu = _float_param("feature_penalty", self.feature_penalty, 0.0, False)
+        group_test = self.split_search == "group_test"
+        if (mu > 0 or group_test) and self.split != "gain":
+            raise InputError(
+                "feature_penalty and split_search='group_test' choose features by their gain; "
+                f"they need split='gain', got split={self.split!r}."
+            )
         return _train.Config(
             n_estimators=_int_param("n_estimators", self.n_estimators, 1),
             learning_rate=_float_param("learning_rate", self.learning_rate, 0.0, True),
@@ -315,6 +359,11 @@ class _GBMBase(BaseEstimator):
             min_split_pvalue=_float_param(
                 "min_split_pvalue", self.min_split_pvalue, 0.0, True, 1.0
             ),
+            feature_penalty=mu,
+            penalty_scaling=self.penalty_scaling,
+            group_test=group_test,
+            n_select=_int_param("n_select", self.n_select, 1),
+            delta=_float_param("delta", self.delta, 0.0, True, 1.0),
         )
 
     def _rng(self) -> np.random.Generator:
@@ -370,6 +419,20 @@ class _GBMBase(BaseEstimator):
         -------
         self
         """
+        prep = self._prepare(X, y, sample_weight, eval_set)
+        with _threads(self.n_jobs):
+            res = _train.train(
+                prep.X, prep.y, prep.w, prep.obj, prep.base, prep.cfg, prep.rng, prep.evals,
+                prep.is_cat, prep.names,
+            )  # fmt: skip
+        self._fitted(res, prep)
+        return self
+
+    def _prepare(
+        self, X: Any, y: Any, sample_weight: Any, eval_set: Sequence[tuple[Any, Any]] | None
+    ) -> _Prepared:
+        """Validate the parameters and the data of ``fit``; set ``n_features_in_`` and
+        ``feature_names_in_``."""
         cfg = self._config()
         rng = self._rng()
         Xa, names, is_cat, categories = _as_matrix(X, self.categorical_features)
@@ -410,15 +473,21 @@ class _GBMBase(BaseEstimator):
                 evals.append((Xe, ye))
         if cfg.early_stopping_rounds is not None and not evals:
             raise InputError("early_stopping_rounds needs an eval_set.")
-        with _threads(self.n_jobs):
-            res = _train.train(Xa, yv, w, obj, base, cfg, rng, evals, is_cat, names)
-        self.ensemble_ = self._ensemble(
-            res, obj, base, cfg, feature_names, names is not None, categories
+        return _Prepared(
+            cfg, rng, Xa, yv, w, obj, base, evals, is_cat, names, feature_names, categories
         )
+
+    def _fitted(self, res: _train.TrainResult, prep: _Prepared) -> None:
+        """Set the fitted attributes from a training result."""
+        self.ensemble_ = self._ensemble(
+            res, prep.obj, prep.base, prep.cfg, prep.feature_names, prep.names is not None,
+            prep.categories,
+        )  # fmt: skip
         self.feature_importances_ = res.importance
         self.best_iteration_ = res.best_iteration
         self.evals_result_ = res.evals_result
-        return self
+        self.selected_features_ = res.selected
+        self.n_histograms_ = dict(res.n_histograms)
 
     @staticmethod
     def _rows(
@@ -484,6 +553,14 @@ class _GBMBase(BaseEstimator):
         }
         if cfg.pvalue:
             params["min_split_pvalue"] = cfg.min_split_pvalue
+        if cfg.selecting:
+            params.update(
+                feature_penalty=cfg.feature_penalty,
+                penalty_scaling=cfg.penalty_scaling,
+                split_search="group_test" if cfg.group_test else "all",
+            )
+            if cfg.group_test:
+                params.update(n_select=cfg.n_select, delta=cfg.delta)
         if res.categorical.any():
             params.update(
                 max_cat_to_onehot=cfg.max_cat_to_onehot,
@@ -657,6 +734,35 @@ class GBMRegressor(RegressorMixin, _GBMBase):
         the choice of the feature changes). The p-values are not corrected for the number
         of features compared; a stopping rule such as 0.01 makes trees stop where no feature
         is related to the gradients. Ignored by the other modes.
+    feature_penalty : float, default 0.0
+        mu of feature-selecting boosting (Han et al. 2020, GBFS): a split on a feature that no
+        split of the model has used yet (earlier trees, or earlier splits of this tree) is
+        chosen and made only if its gain less mu beats every other split and
+        ``min_split_gain``, so the model adds a feature only when it pays for it. 0 changes
+        nothing (identical trees); a large mu makes the model stop adding features (a model
+        that has none left makes no split). Needs ``split="gain"``. See Notes.
+    penalty_scaling : {"none", "root"}, default "none"
+        "none": mu is in gain units (GBFS). "root" (A-GBM): every tree's gains are divided by
+        the Newton residual sum of squares of its root, ``sum_i (w g_i)^2 / (w h_i) - G^2 /
+        (H + lambda)`` over the tree's split rows, so one mu in [0, 1] means the same in every
+        round. With squared error, unit weights and ``reg_lambda=0`` that is the root's
+        residual sum of squares and gain / scale is the paper's ``1 - (SSE_L + SSE_R) /
+        SSE_r``; for the logistic and softmax losses it is its second-order analogue, an
+        upper bound on every split's gain in the tree (so gain / scale is in [0, 1] for every
+        split made).
+    split_search : {"all", "group_test"}, default "all"
+        "all" scans every feature at every node. "group_test" (GT-GBM, Han et al. 2020,
+        Algorithm 2): a node scans only the candidates of a group test (for each of
+        ``ceil(e * n_select * log(n_select / delta))`` random subsets of about ``n_features
+        / n_select`` numeric features, drawn once per fit, binary halving by the best split of
+        the subsets' summed pseudo-features), the features the model already uses and the
+        categorical features; with ``feature_penalty`` a new candidate pays mu as above.
+        Needs ``split="gain"``. See Notes.
+    n_select : int, default 10
+        s of the group test: the number of features expected to matter.
+    delta : float, default 0.1
+        delta of the group test, in (0, 1): a smaller delta draws more subsets (each relevant
+        feature is alone in some subset with probability at least 1 - delta).
 
     Attributes
     ----------
@@ -681,6 +787,14 @@ class GBMRegressor(RegressorMixin, _GBMBase):
     evals_result_ : dict
         ``{"validation_k": {"loss": [...]}}``: the objective's mean loss (half the squared
         error, log loss) on each ``eval_set`` after every round.
+    selected_features_ : ndarray of int
+        The features the model splits on, in the order of their first split (column indices;
+        ``feature_names_in_[selected_features_]`` names them).
+    n_histograms_ : dict
+        ``"feature_histograms"``: the (node, feature) histograms built from rows (histograms
+        obtained by subtracting a sibling's from the parent's are not counted);
+        ``"pseudo_feature_histograms"``: those of the group test's pseudo-features. The
+        split search's cost in histogram passes, independent of the machine.
 
     Notes
     -----
@@ -794,7 +908,8 @@ class GBMClassifier(ClassifierMixin, _GBMBase):
     n_estimators, learning_rate, max_depth, num_leaves, min_child_weight, min_samples_leaf, \
 reg_lambda, min_split_gain, max_bins, subsample, colsample_bytree, split, unbiased_ratio, \
 early_stopping_rounds, random_state, n_jobs, categorical_features, max_cat_to_onehot, \
-max_cat_threshold, cat_smooth, cat_l2, min_data_per_group, min_split_pvalue
+max_cat_threshold, cat_smooth, cat_l2, min_data_per_group, min_split_pvalue, feature_penalty, \
+penalty_scaling, split_search, n_select, delta
         See ``GBMRegressor``.
 
     Attributes
@@ -804,7 +919,7 @@ max_cat_threshold, cat_smooth, cat_l2, min_data_per_group, min_split_pvalue
         them.
     n_classes_ : int
     ensemble_, feature_importances_, n_features_in_, feature_names_in_, best_iteration_, \
-evals_result_
+evals_result_, selected_features_, n_histograms_
         See ``GBMRegressor``.
     """
 

@@ -47,6 +47,18 @@ class Config:
     min_data_per_group: int = 100
     pvalue: bool = False  # split="pvalue": the feature by the p-value of its best split
     min_split_pvalue: float = 1.0  # split only below this p-value (1.0: no limit)
+    # feature-selecting boosting (Han et al. 2020): the penalty mu of a feature no tree has
+    # used yet; "root" scales every tree's gains by its root's Newton residual sum of squares
+    feature_penalty: float = 0.0
+    penalty_scaling: str = "none"  # "none" (GBFS) or "root" (A-GBM)
+    group_test: bool = False  # split_search="group_test" (GT-GBM)
+    n_select: int = 10  # s of the group test
+    delta: float = 0.1  # delta of the group test
+
+    @property
+    def selecting(self) -> bool:
+        """Whether the trees track which features the model uses (penalty or group test)."""
+        return self.feature_penalty > 0.0 or self.group_test
 
     def catp(self) -> np.ndarray:
         """The categorical parameters as ``find_splits`` takes them (slots ``K.C_*``)."""
@@ -163,6 +175,8 @@ class TreeArrays:
     split_type: np.ndarray  # int8: NUMERIC, or CAT_SET_LEFT (the set's categories go left)
     cat_offsets: np.ndarray  # (n + 1,) int64: each node's words in cat_words
     cat_words: np.ndarray  # uint32 bitsets of the categorical nodes' left sets
+    split_order: np.ndarray  # int64: the split nodes in the order they were split
+    root_scale: float  # the gains' divisor of penalty_scaling="root" (1.0 otherwise)
 
 
 class _Pool:
@@ -206,6 +220,7 @@ class _Tree:
         self.scores: list[list[float]] = [_NO_SCORES]  # replaced, never changed in place
         self.evaluated = [False]
         self.cat: list[np.ndarray | None] = [None]  # a categorical split's left bins (uint8)
+        self.order: list[int] = []  # split nodes, in the order they were split
 
     def add(self, depth: int, bounds: tuple[int, ...]) -> int:
         self.depth.append(depth)
@@ -254,6 +269,17 @@ class Grower:
         self.best_first = cfg.num_leaves is not None
         self.max_depth = cfg.max_depth if cfg.max_depth is not None else 1 << 30
         self.key = K.R_SCORE3 if cfg.unbiased else K.R_GAIN
+        # Feature selection (Han et al. 2020): per penalty, the features already used (uint8,
+        # set as splits are made; a multitask model shares its group's mask between tasks)
+        # and its mu; a feature's penalty is scale * sum of the mus whose mask lacks it.
+        self.masks: list[np.ndarray] = []
+        self.mus: list[float] = []
+        if cfg.selecting:
+            self.masks.append(np.zeros(p, dtype=np.uint8))
+            self.mus.append(cfg.feature_penalty)
+        self.scale = 1.0
+        self.gt: Any = None  # a kernels.group_test.GroupTester with split_search="group_test"
+        self.n_feature_histograms = 0  # (node, feature) histograms built from rows
 
     # ------------------------------------------------------------------ helpers
     def _can_split(self, t: _Tree, k: int) -> bool:
@@ -275,12 +301,67 @@ class Grower:
             raise RuntimeError("treeinner.booster internal error: a node has no histogram.")
         return slots
 
+    def _penalty(self) -> np.ndarray | None:
+        """Every feature's penalty, in gain units, for the tree being grown (None: none)."""
+        if not any(self.mus):
+            return None
+        pen = np.zeros(self.b.n_bins.shape[0], dtype=np.float64)
+        for mask, mu in zip(self.masks, self.mus):
+            if mu:
+                pen += mu * (mask == 0)
+        return pen * self.scale
+
+    def _root_scale(self, idx: np.ndarray, bounds0: np.ndarray, gh: np.ndarray) -> float:
+        """The Newton residual sum of squares of the tree's split rows, ``sum (wg)^2 / (wh) -
+        G^2 / (H + lambda)`` (rows with wh > 0 in the first sum): with squared error, unit
+        weights and lambda = 0 the root's residual sum of squares of A-GBM; it bounds every
+        split's gain in the tree, so gain / scale is in [0, 1] for splits of positive gain.
+        1.0 when it is not positive (a tree with nothing to fit)."""
+        rows = idx[bounds0[0] : bounds0[self.HP]]
+        g = gh[rows, 0]
+        h = gh[rows, 1]
+        pos = h > 0
+        d = float(np.sum(g[pos] ** 2 / h[pos])) - float(g.sum()) ** 2 / (
+            float(h.sum()) + self.cfg.reg_lambda
+        )
+        return d if d > 0 else 1.0
+
+    def _node_features(self, t: _Tree, k: int, idx, gh, in_tree: np.ndarray) -> np.ndarray:
+        """Group test: the features node ``k`` scans, its group-test candidates, the features
+        the model uses already and the categorical features, those of the tree's column sample
+        (``in_tree``, bool per feature)."""
+        b = t.bounds[k]
+        cfg = self.cfg
+        cand = self.gt.candidates(
+            idx, b[0], b[self.HP], gh, cfg.reg_lambda, cfg.min_child_weight, float(self.msl)
+        )
+        keep = np.zeros(in_tree.shape[0], dtype=bool)
+        keep[cand] = True
+        for mask in self.masks:
+            keep |= mask != 0
+        keep |= self.is_cat != 0
+        return np.flatnonzero(keep & in_tree).astype(np.int64)
+
+    def _evaluate_each(self, t: _Tree, ids: list[int], idx, gh, in_tree: np.ndarray) -> None:
+        """Group test: build and search every node of ``ids`` on its own feature set."""
+        for k in ids:
+            fk = self._node_features(t, k, idx, gh, in_tree)
+            if fk.shape[0] == 0:
+                t.evaluated[k] = True
+                t.feature[k] = -1
+                continue
+            T = max(1, min(n_threads(), fk.shape[0]))
+            fblock = np.round(np.linspace(0, fk.shape[0], T + 1)).astype(np.int64)
+            self._build(t, [k], idx, gh, fk, fblock)
+            self._find(t, [k], fk, idx, gh)
+
     def _build(
         self, t: _Tree, ids: list[int], idx, gh, feats, fblock, sub_parent=(), sub_small=()
     ) -> None:
         """Histograms of the nodes ``ids``; then slots ``sub_parent`` minus ``sub_small``."""
         if not ids:
             return
+        self.n_feature_histograms += len(ids) * int(feats.shape[0])
         bounds = np.array([t.bounds[k] for k in ids], dtype=np.int64)
         slots = self._slots(t, ids)
         rows = sum(t.bounds[k][self.HP] - t.bounds[k][0] for k in ids)
@@ -345,6 +426,7 @@ class Grower:
             self.is_cat,
             self.catp,
             pvalue=pvalue,
+            penalty=self._penalty(),
         )
         kind = res_i[:, K.R_CAT]
         masks = None
@@ -403,11 +485,17 @@ class Grower:
         pool = self.pool
         key = self.key
         t = _Tree(tuple(bounds0.tolist()))
+        self.scale = self._root_scale(idx, bounds0, gh) if cfg.penalty_scaling == "root" else 1.0
+        in_tree = np.zeros(self.b.n_bins.shape[0], dtype=bool)
+        in_tree[feats] = True
         frontier: list[int] = []
         if self._can_split(t, 0):
             t.slot[0] = pool.alloc()
-            self._build(t, [0], idx, gh, feats, fblock)
-            self._find(t, [0], feats, idx, gh)
+            if self.gt is not None:
+                self._evaluate_each(t, [0], idx, gh, in_tree)
+            else:
+                self._build(t, [0], idx, gh, feats, fblock)
+                self._find(t, [0], feats, idx, gh)
             if t.feature[0] >= 0:
                 frontier.append(0)
             else:
@@ -434,6 +522,10 @@ class Grower:
                 if not batch:
                     break
             n_leaves += len(batch)
+            t.order.extend(batch)
+            for mask in self.masks:
+                for k in batch:
+                    mask[t.feature[k]] = 1
             m = len(batch)
             bounds = np.array([t.bounds[k] for k in batch], dtype=np.int64)
             feature = np.array([t.feature[k] for k in batch], dtype=np.int64)
@@ -475,7 +567,7 @@ class Grower:
                 need = [more and self._can_split(t, c) for c in kids]
                 parent_slot = t.slot[k]
                 t.slot[k] = -1
-                if not any(need) or parent_slot < 0:
+                if not any(need) or parent_slot < 0 or self.gt is not None:
                     pool.release(parent_slot)
                     for c, nd in zip(kids, need):
                         if nd:
@@ -499,14 +591,17 @@ class Grower:
                     to_find.append(small)
                 else:  # built only to be subtracted from its parent
                     scratch.append(small)
-            self._build(t, to_build, idx, gh, feats, fblock, sub_parent, sub_small)
-            for c in scratch:
-                pool.release(t.slot[c])
-                t.slot[c] = -1
-            for sl in spare:
-                pool.release(sl)
             to_find.sort()
-            self._find(t, to_find, feats, idx, gh)
+            if self.gt is not None:  # every child on its own features: nothing to subtract
+                self._evaluate_each(t, to_find, idx, gh, in_tree)
+            else:
+                self._build(t, to_build, idx, gh, feats, fblock, sub_parent, sub_small)
+                for c in scratch:
+                    pool.release(t.slot[c])
+                    t.slot[c] = -1
+                for sl in spare:
+                    pool.release(sl)
+                self._find(t, to_find, feats, idx, gh)
             for c in to_find:
                 if t.feature[c] >= 0:
                     frontier.append(c)
@@ -595,6 +690,8 @@ class Grower:
             split_type,
             cat_offsets,
             cat_words,
+            np.array(t.order, dtype=np.int64),
+            self.scale,
         )
         return tree
 
@@ -623,6 +720,10 @@ class TrainResult:
     # categorical features and the training codes of each (sorted, distinct)
     categorical: np.ndarray
     cat_codes: dict[int, np.ndarray]
+    # the features split on, in the order of their first split (``selection_order``)
+    selected: np.ndarray
+    # (node, feature) histograms built from rows; pseudo-feature histograms of the group test
+    n_histograms: dict[str, int]
 
 
 def _role_sizes(n_in: int, cfg: Config) -> list[int]:
@@ -662,6 +763,177 @@ def categorical_mask(categorical_features: Any, p: int) -> np.ndarray:
     return mask
 
 
+class Trainer:
+    """The boosting of one model, a round at a time (``train`` runs every round; a multitask
+    model interleaves the rounds of its tasks' trainers).
+
+    ``categorical_features``: column indices or a boolean mask of the features whose values
+    are category codes (non-negative integers, NaN missing; see ``check_categorical``), split
+    by partitions of their categories; ``feature_names`` only name columns in errors. Column
+    names and pandas categorical columns are resolved by the estimators.
+    """
+
+    def __init__(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        w: np.ndarray,
+        obj: Objective,
+        base_margin: np.ndarray,
+        cfg: Config,
+        rng: np.random.Generator,
+        eval_sets: list[tuple[np.ndarray, np.ndarray]],
+        categorical_features: Any = None,
+        feature_names: list[str] | None = None,
+    ) -> None:
+        n, p = X.shape
+        self.n, self.p = n, p
+        self.y, self.w, self.obj, self.cfg, self.rng = y, w, obj, cfg, rng
+        self.n_out = n_out = obj.n_outputs
+        is_cat = categorical_mask(categorical_features, p)
+        cat_idx = np.flatnonzero(is_cat)
+        check_categorical(X, cat_idx, feature_names)
+        for k, (Xe, _) in enumerate(eval_sets):
+            try:
+                check_categorical(Xe, cat_idx, feature_names)
+            except InputError as e:
+                raise InputError(f"eval_set[{k}]: {e}") from None
+        self.is_cat = is_cat
+        self.binned = binned = bin_data(X, cfg.max_bins, is_cat.astype(np.uint8))
+        n_in = n if cfg.subsample >= 1.0 else max(1, int(round(cfg.subsample * n)))
+        sizes = _role_sizes(n_in, cfg)
+        if min(sizes) < 1:
+            raise InputError(
+                f"Too few rows ({n_in} used per tree) to divide into the {len(sizes)} row sets "
+                "of split='unbiased'."
+            )
+        n_hparts = len(sizes)
+        self.n_parts = n_parts = n_hparts + (1 if n_in < n else 0)
+        self.grower = Grower(binned, cfg, n_parts, n_hparts)
+        if cfg.group_test:
+            from ..kernels.group_test import GroupTester
+
+            self.grower.gt = GroupTester(
+                binned.bins_t, binned.n_bins, np.flatnonzero(~is_cat).astype(np.int64),
+                cfg.n_select, cfg.delta, rng,
+            )  # fmt: skip
+        self.random_rows = n_parts > 1
+        self.idx_template = np.arange(n, dtype=np.int32)
+        self.bounds_template = np.array([0, n], dtype=np.int64)
+        self.idx = np.empty(n, dtype=np.int32)
+        self.role = np.empty(n, dtype=np.int64)
+        self.role_of_rank = np.repeat(np.arange(n_parts), sizes + ([n - n_in] if n_in < n else []))
+        self.n_feat = max(1, int(round(cfg.colsample_bytree * p)))
+        self.threads = n_threads()
+        self.F = np.tile(base_margin, (n, 1))
+        self.gh_all = np.empty((n_out, n, 2), dtype=np.float64)
+        self.evals = [(Xe, ye, np.tile(base_margin, (Xe.shape[0], 1))) for Xe, ye in eval_sets]
+        self.evals_result: dict[str, dict[str, list[float]]] = {
+            f"validation_{k}": {"loss": []} for k in range(len(eval_sets))
+        }
+        self.trees: list[TreeArrays] = []
+        self.groups: list[int] = []
+        self.best_iter, self.best_loss = -1, np.inf
+        self.rounds = 0
+        self.stopped = False
+
+    def step(self) -> bool:
+        """Grow one round (``n_outputs`` trees); False, growing nothing, once early stopping
+        has stopped the training or every round is grown."""
+        cfg, n, p, n_out = self.cfg, self.n, self.p, self.n_out
+        if self.stopped or self.rounds >= cfg.n_estimators:
+            return False
+        it = self.rounds
+        rng, idx, F = self.rng, self.idx, self.F
+        K.round_gradients(
+            self.obj.code, self.obj.prm, self.y, self.w, F, self.gh_all,
+            None if n * n_out >= _PARALLEL_ROWS else 1,
+        )  # fmt: skip
+        for c in range(n_out):
+            if self.random_rows:
+                self.role[rng.permutation(n)] = self.role_of_rank
+                bounds0 = np.empty(self.n_parts + 1, dtype=np.int64)
+                K.group_rows(self.role, self.n_parts, idx, bounds0)
+            else:
+                idx[:] = self.idx_template
+                bounds0 = self.bounds_template.copy()
+            if self.n_feat < p:
+                feats = np.sort(rng.choice(p, size=self.n_feat, replace=False)).astype(np.int64)
+            else:
+                feats = np.arange(p, dtype=np.int64)
+            T = max(1, min(self.threads, feats.shape[0]))
+            fblock = np.round(np.linspace(0, feats.shape[0], T + 1)).astype(np.int64)
+            tree = self.grower.grow(idx, bounds0, self.gh_all[c], feats, fblock, F, c)
+            for Xe, _, Fe in self.evals:
+                K.add_tree(
+                    Xe, tree.left, tree.right, tree.feature, tree.threshold, tree.default_left,
+                    tree.value, Fe, c, None if Xe.shape[0] >= _PARALLEL_ROWS else 1,
+                    tree.split_type, tree.cat_offsets, tree.cat_words,
+                )  # fmt: skip
+            self.trees.append(tree)
+            self.groups.append(c)
+        self.rounds = it + 1
+        if self.evals:
+            for k, (_, ye, Fe) in enumerate(self.evals):
+                self.evals_result[f"validation_{k}"]["loss"].append(
+                    self.obj.loss(ye, Fe[:, 0] if n_out == 1 else Fe)
+                )
+            last = self.evals_result[f"validation_{len(self.evals) - 1}"]["loss"][-1]
+            if last < self.best_loss:
+                self.best_loss, self.best_iter = last, it
+            elif cfg.early_stopping_rounds is not None and it - self.best_iter >= (
+                cfg.early_stopping_rounds
+            ):
+                self.stopped = True
+        return True
+
+    def result(self) -> TrainResult:
+        """The trained model (after early stopping, the rounds up to the best one)."""
+        cfg, n_out = self.cfg, self.n_out
+        trees, groups, rounds, best_iter = self.trees, self.groups, self.rounds, self.best_iter
+        if best_iter < 0:  # no eval set (or a loss that never was a number)
+            best_iter = rounds - 1
+        if cfg.early_stopping_rounds is not None and self.evals:  # the loss history stays
+            keep = (best_iter + 1) * n_out  # complete
+            trees, groups = trees[:keep], groups[:keep]
+            rounds = best_iter + 1
+        importance = np.zeros(self.p)
+        for t in trees:
+            # every evaluated split's score_3, taken or not (Zhang et al. 2023, Remark)
+            if cfg.unbiased:
+                ok = t.best_feature >= 0
+                np.add.at(importance, t.best_feature[ok], t.score3[ok])
+            else:
+                inner = t.left >= 0
+                np.add.at(importance, t.feature[inner], t.gain[inner])
+        gt = self.grower.gt
+        return TrainResult(
+            trees,
+            groups,
+            importance,
+            self.evals_result,
+            best_iter,
+            rounds,
+            self.F,
+            self.is_cat,
+            self.binned.cat_codes or {},
+            selection_order(trees),
+            {
+                "feature_histograms": self.grower.n_feature_histograms,
+                "pseudo_feature_histograms": 0 if gt is None else int(gt.n_pseudo_histograms),
+            },
+        )
+
+
+def selection_order(trees: list[TreeArrays]) -> np.ndarray:
+    """The features the trees split on, in the order of their first split (int64)."""
+    seen: dict[int, None] = {}
+    for t in trees:
+        for k in t.split_order.tolist():
+            seen.setdefault(int(t.feature[k]), None)
+    return np.array(list(seen), dtype=np.int64)
+
+
 def train(
     X: np.ndarray,
     y: np.ndarray,
@@ -674,125 +946,11 @@ def train(
     categorical_features: Any = None,
     feature_names: list[str] | None = None,
 ) -> TrainResult:
-    """Boost ``cfg.n_estimators`` rounds of ``obj.n_outputs`` trees on (X, y, w).
-
-    ``categorical_features``: column indices or a boolean mask of the features whose values
-    are category codes (non-negative integers, NaN missing; see ``check_categorical``), split
-    by partitions of their categories; ``feature_names`` only name columns in errors. Column
-    names and pandas categorical columns are resolved by the estimators."""
-    n, p = X.shape
-    n_out = obj.n_outputs
-    is_cat = categorical_mask(categorical_features, p)
-    cat_idx = np.flatnonzero(is_cat)
-    check_categorical(X, cat_idx, feature_names)
-    for k, (Xe, _) in enumerate(eval_sets):
-        try:
-            check_categorical(Xe, cat_idx, feature_names)
-        except InputError as e:
-            raise InputError(f"eval_set[{k}]: {e}") from None
-    binned = bin_data(X, cfg.max_bins, is_cat.astype(np.uint8))
-    n_in = n if cfg.subsample >= 1.0 else max(1, int(round(cfg.subsample * n)))
-    sizes = _role_sizes(n_in, cfg)
-    if min(sizes) < 1:
-        raise InputError(
-            f"Too few rows ({n_in} used per tree) to divide into the {len(sizes)} row sets of "
-            "split='unbiased'."
-        )
-    n_hparts = len(sizes)
-    n_parts = n_hparts + (1 if n_in < n else 0)
-    grower = Grower(binned, cfg, n_parts, n_hparts)
-    random_rows = n_parts > 1
-    idx_template = np.arange(n, dtype=np.int32)
-    bounds_template = np.array([0, n], dtype=np.int64)
-    idx = np.empty(n, dtype=np.int32)
-    role = np.empty(n, dtype=np.int64)
-    role_of_rank = np.repeat(np.arange(n_parts), sizes + ([n - n_in] if n_in < n else []))
-    n_feat = max(1, int(round(cfg.colsample_bytree * p)))
-    threads = n_threads()
-
-    F = np.tile(base_margin, (n, 1))
-    gh_all = np.empty((n_out, n, 2), dtype=np.float64)
-    evals = [(Xe, ye, np.tile(base_margin, (Xe.shape[0], 1))) for Xe, ye in eval_sets]
-    evals_result: dict[str, dict[str, list[float]]] = {
-        f"validation_{k}": {"loss": []} for k in range(len(eval_sets))
-    }
-    trees: list[TreeArrays] = []
-    groups: list[int] = []
-    importance = np.zeros(p)
-    best_iter, best_loss = -1, np.inf
-    rounds = 0
-    for it in range(cfg.n_estimators):
-        K.round_gradients(
-            obj.code, obj.prm, y, w, F, gh_all, None if n * n_out >= _PARALLEL_ROWS else 1
-        )
-        for c in range(n_out):
-            if random_rows:
-                role[rng.permutation(n)] = role_of_rank
-                bounds0 = np.empty(n_parts + 1, dtype=np.int64)
-                K.group_rows(role, n_parts, idx, bounds0)
-            else:
-                idx[:] = idx_template
-                bounds0 = bounds_template.copy()
-            if n_feat < p:
-                feats = np.sort(rng.choice(p, size=n_feat, replace=False)).astype(np.int64)
-            else:
-                feats = np.arange(p, dtype=np.int64)
-            T = max(1, min(threads, feats.shape[0]))
-            fblock = np.round(np.linspace(0, feats.shape[0], T + 1)).astype(np.int64)
-            tree = grower.grow(idx, bounds0, gh_all[c], feats, fblock, F, c)
-            for Xe, _, Fe in evals:
-                K.add_tree(
-                    Xe,
-                    tree.left,
-                    tree.right,
-                    tree.feature,
-                    tree.threshold,
-                    tree.default_left,
-                    tree.value,
-                    Fe,
-                    c,
-                    None if Xe.shape[0] >= _PARALLEL_ROWS else 1,
-                    tree.split_type,
-                    tree.cat_offsets,
-                    tree.cat_words,
-                )
-            trees.append(tree)
-            groups.append(c)
-        rounds = it + 1
-        if evals:
-            for k, (_, ye, Fe) in enumerate(evals):
-                evals_result[f"validation_{k}"]["loss"].append(
-                    obj.loss(ye, Fe[:, 0] if n_out == 1 else Fe)
-                )
-            last = evals_result[f"validation_{len(evals) - 1}"]["loss"][-1]
-            if last < best_loss:
-                best_loss, best_iter = last, it
-            elif cfg.early_stopping_rounds is not None and it - best_iter >= (
-                cfg.early_stopping_rounds
-            ):
-                break
-    if best_iter < 0:  # no eval set (or a loss that never was a number)
-        best_iter = rounds - 1
-    if cfg.early_stopping_rounds is not None and evals:  # the loss history stays complete
-        keep = (best_iter + 1) * n_out
-        trees, groups = trees[:keep], groups[:keep]
-        rounds = best_iter + 1
-    for t in trees:
-        # every evaluated split's score_3, taken or not (Zhang et al. 2023, Remark)
-        if cfg.unbiased:
-            ok = t.best_feature >= 0
-            np.add.at(importance, t.best_feature[ok], t.score3[ok])
-        else:
-            inner = t.left >= 0
-            np.add.at(importance, t.feature[inner], t.gain[inner])
-    return TrainResult(
-        trees,
-        groups,
-        importance,
-        evals_result,
-        best_iter,
-        rounds,
-        F,
-        is_cat,
-        binned.cat_codes or {},
+    """Boost ``cfg.n_estimators`` rounds of ``obj.n_outputs`` trees on (X, y, w) (see
+    ``Trainer``)."""
+    trainer = Trainer(
+        X, y, w, obj, base_margin, cfg, rng, eval_sets, categorical_features, feature_names
     )
+    while trainer.step():
+        pass
+    return trainer.result()

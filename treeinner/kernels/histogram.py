@@ -1050,23 +1050,29 @@ def _write_pick(feats, pi, j, best, res_i, res_f):
 
 
 @njit(cache=True, error_model="numpy")
-def _split_pick(feats, unbiased, pi, pf, res_i, res_f):
-    """Per node, the feature whose best split scores highest (gain, or score_2 unbiased)."""
+def _split_pick(feats, unbiased, pi, pf, pen, res_i, res_f):
+    """Per node, the feature whose best split scores highest (gain, or score_2 unbiased),
+    less the feature's penalty ``pen[f]`` (float64 per feature; zeros for none). The chosen
+    split's scores go to ``res_f`` with the penalty subtracted from that score."""
     nf = feats.shape[0]
     m = res_i.shape[0]
     key = R_SCORE2 if unbiased else R_GAIN
     for j in range(m):
         best = -1
+        best_score = _NEG_INF
         for q in range(nf):
             t = j * nf + q
             if pi[t, R_BIN] < 0:
                 continue
-            if best < 0 or pf[t, key] > pf[best, key]:
+            score = pf[t, key] - pen[feats[q]]
+            if best < 0 or score > best_score:
                 best = t
+                best_score = score
         _write_pick(feats, pi, j, best, res_i, res_f)
         if best >= 0:
             for c in range(N_FRES):
                 res_f[j, c] = pf[best, c]
+            res_f[j, key] = best_score
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -1248,7 +1254,7 @@ def _split_pick_pvalue(feats, pi, pf, lp, log_alpha, res_i, res_f):
 
 def find_splits(
     pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins, lam, mcw, msl, unbiased, res_i,
-    res_f, nch=None, is_cat=None, catp=None, per_feature=None, pvalue=None,
+    res_f, nch=None, is_cat=None, catp=None, per_feature=None, pvalue=None, penalty=None,
 ):  # fmt: skip
     """Best split of every node ``j`` (histogram in slot ``slots[j]``) over the features
     ``feats``; its per-part totals of (w g, w h, count) go to ``totals[j]``.
@@ -1272,6 +1278,10 @@ def find_splits(
     (``split_log_pvalues``; ``powers[j]`` the node's sums of ``g^2, g^3, g^4``); no split
     unless it is below ``log_alpha`` (no limit for ``log_alpha >= 0``). ``res_f[j] = (gain,
     log p, gain)``.
+
+    ``penalty`` (float64 per feature, gain and unbiased modes): subtracted from each
+    feature's score when the feature is chosen (the feature-selecting penalties of Han et al.
+    2020, ``Config.feature_penalty``); the chosen score in ``res_f`` is the penalised one.
     """
     pi, pf, max_nb = _split_prepare(pool, slots, totals, n_hparts, n_hbins, S, feats, off, n_bins)
     if per_feature is not None:
@@ -1309,7 +1319,11 @@ def find_splits(
         )  # fmt: skip
         _split_pick_pvalue(feats, pi, pf, lp, float(log_alpha), res_i, res_f)
         return
-    _split_pick(feats, unbiased, pi, pf, res_i, res_f)
+    if penalty is None:
+        penalty = np.zeros(off.shape[0], dtype=np.float64)
+    elif pvalue is not None:
+        raise ValueError("find_splits: feature penalties are not defined for the p-value mode.")
+    _split_pick(feats, unbiased, pi, pf, penalty, res_i, res_f)
 
 
 # ---------------------------------------------------------------------- partition
