@@ -879,3 +879,97 @@ def test_version_comes_from_the_package_metadata(capsys):
         cli.main(["--version"])
     assert exc.value.code == 0
     assert capsys.readouterr().out.strip() == f"treeinner {version('treeinner')}"
+
+
+# ---------------------------------------------------------------------- optional methods
+def test_explain_interventional_with_background(files, tmp_path, capsys):
+    """--attribution interventional with --background: the significance table of the
+    interventional methods, scores and standard errors as importance(se=True) gives them
+    (the background file's target and weight columns ignored)."""
+    d, p = files
+    code, table, err = _explain_out(
+        p, tmp_path, capsys, "--attribution", "interventional", "--background", p["train"],
+        "--method", "tree_inner,forest_inner_initial,abs_shap",
+    )  # fmt: skip
+    assert code == 0, err
+    names = ["tree_inner_interventional", "forest_inner_initial_interventional", "abs_shap"]
+    assert list(pd.unique(table["method"])) == names
+    frame, y, w = _weighted(p)
+    bg = pd.read_csv(p["train"]).drop(columns=["y", "w"])
+    want = treeinner.importance(
+        treeinner.load(p["x"]), frame, y, methods=names, sample_weight=w, background=bg, se=True
+    )
+    for m in names:
+        got = table[table["method"] == m].set_index("feature")
+        np.testing.assert_allclose(got["score"], want[m], rtol=1e-9)
+        np.testing.assert_allclose(got["se"], want[f"{m}_se"], rtol=1e-9)
+    # chunks of rows add up to the same table
+    code, chunked, err = _explain_out(
+        p, tmp_path, capsys, "--method", "tree_inner_interventional", "--background",
+        p["train"], "--chunk-rows", "37",
+    )  # fmt: skip
+    assert code == 0, err
+    _table_close(
+        chunked, table[table["method"] == "tree_inner_interventional"].reset_index(drop=True)
+    )
+    # a JSON --out records the background file
+    out = str(tmp_path / "iv.json")
+    argv = ["explain", p["x"], "--data", p["csv"], "--target", "y", "--quiet", "--no-se"]
+    argv += ["--method", "tree_inner_interventional", "--background", p["train"], "--out", out]
+    assert cli.main(argv) == 0
+    doc = json.load(open(out))
+    assert doc["background"] == p["train"] and doc["methods"] == ["tree_inner_interventional"]
+
+
+def test_explain_pairwise(files, tmp_path, capsys):
+    """--method tree_inner_interactions: the feature x feature matrix, printed and written
+    (CSV with the features on both axes, JSON with the settings)."""
+    d, p = files
+    frame, y, w = _weighted(p)
+    want = treeinner.tree_inner_interactions(treeinner.load(p["x"]), frame, y, sample_weight=w)
+    base = ["explain", p["x"], "--data", p["csv_w"], "--target", "y", "--weight", "w", "--quiet"]
+    out = str(tmp_path / "pair.csv")
+    assert cli.main([*base, "--method", "tree_inner_interactions", "--out", out]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("tree_inner_interactions: ") and "main effect" in printed
+    got = pd.read_csv(out, index_col="feature")
+    pd.testing.assert_frame_equal(got, want, check_names=False, rtol=1e-12)
+    out = str(tmp_path / "pair.json")
+    argv = [*base, "--method", "tree_inner_interactions", "--out", out, "--top", "2"]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    top2 = want.sum(axis=1).sort_values(ascending=False).index[:2]
+    header = printed.splitlines()[1].split()
+    assert header == list(top2)
+    doc = json.load(open(out))
+    assert doc["features"] == FEATURES and doc["methods"] == ["tree_inner_interactions"]
+    np.testing.assert_allclose(np.array(doc["matrix"]), want.to_numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--method", "tree_inner_interventional"], "--background FILE"),
+        (["--attribution", "interventional"], "--background FILE"),
+        (["--method", "tree_inner", "--background", "{train}"], "none of the methods uses it"),
+        (["--method", "tree_inner_interactions,tree_inner"], "pass it alone"),
+        (["--method", "tree_inner_interactions", "--bootstrap", "3"], "leave out --bootstrap"),
+        (["--method", "tree_inner_interactions", "--plot", "{d}/x.png"], "leave out --plot"),
+    ],
+)
+def test_explain_optional_method_errors(files, capsys, extra, message):
+    d, p = files
+    extra = [e.format(train=p["train"], d=d) for e in extra]
+    argv = ["explain", p["x"], "--data", p["csv"], "--target", "y", "--quiet", *extra]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_select_refuses_optional_methods(files, capsys):
+    d, p = files
+    for name in _methods.OPTIONAL:
+        argv = ["select", p["x"], "--data", p["csv"], "--target", "y", "--method", name]
+        assert cli.main([*argv, "--quiet"]) == 1
+        err = capsys.readouterr().err
+        assert "treeinner.importance" in err and "Traceback" not in err

@@ -8,11 +8,12 @@ import pandas as pd
 import pytest
 
 import treeinner
-from treeinner._methods import REGISTRY, Method, Options, get, resolve
+from treeinner._methods import OPTIONAL, REGISTRY, Method, Options, get, resolve
 
 xgb = pytest.importorskip("xgboost")
 
 NAMES = list(REGISTRY)
+INTERVENTIONAL = [n for n, m in OPTIONAL.items() if m.needs_background]
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +34,26 @@ def test_registry_entries_are_consistent():
         assert isinstance(m, Method) and m.name == name and m.summary
         assert not (m.mean and not m.row_additive), name
         assert m.attribution in (None, *treeinner._api.ATTRIBUTIONS), name
+        assert not (m.needs_background or m.pairwise), name
     with pytest.raises(TypeError):
         treeinner.METHODS["x"] = REGISTRY["tree_inner"]  # read-only to the public
+    # the optional methods: a background or a pairwise result, never in the default lists
+    assert (
+        list(treeinner.OPTIONAL_METHODS)
+        == list(OPTIONAL)
+        == [*INTERVENTIONAL, "tree_inner_interactions"]
+    )
+    assert not set(OPTIONAL) & set(REGISTRY)
+    for name, m in OPTIONAL.items():
+        assert m.name == name and m.summary and m.row_additive, name
+        assert m.needs_background != m.pairwise, name
+        assert m.attribution in treeinner._api.INNER_ATTRIBUTIONS, name
+        assert not (m.pairwise and m.has_se), name
+    from treeinner._methods import DEFAULT_CLI_METHODS, DEFAULT_METHODS
+
+    assert not set(OPTIONAL) & {*DEFAULT_METHODS, *DEFAULT_CLI_METHODS}
+    with pytest.raises(TypeError):
+        treeinner.OPTIONAL_METHODS["x"] = OPTIONAL["tree_inner_interactions"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -193,3 +212,95 @@ def test_the_defaults_follow_the_benchmark_evidence():
     ranks = [combined["pooled"][m] for m in DEFAULT_METHODS]
     assert ranks == sorted(ranks), dict(zip(DEFAULT_METHODS, ranks))
     assert min(combined["pooled"], key=combined["pooled"].get) == RECOMMENDED_METHOD
+
+
+# ---------------------------------------------------------------------- optional methods
+@pytest.mark.parametrize("name", INTERVENTIONAL)
+def test_interventional_methods_through_importance(model_data, name):
+    """The registry's interventional methods equal the public functions, add up over rows,
+    and give one-pass standard errors from their moments."""
+    model, X, y, w, (Xt, _) = model_data
+    bg = Xt[:30]
+    df = treeinner.importance(
+        model, X, y, methods=[name, "tree_inner"], sample_weight=w, background=bg
+    )
+    assert list(df.columns) == [name, "tree_inner"] and list(df.index) == list(X.columns)
+    fn = treeinner.tree_inner if name == "tree_inner_interventional" else treeinner.forest_inner
+    kw = {"gradient": "initial"} if name.startswith("forest_inner_initial") else {}
+    want = fn(model, X, y, attribution="interventional", background=bg, sample_weight=w, **kw)
+    np.testing.assert_allclose(df[name], want, rtol=1e-12)
+    assert np.any(df[name] != 0)
+    # row-additive, through the Options' background
+    ens = treeinner.from_model(model)
+    m = get(name)
+    whole = m.compute(ens, X, y, Options(sample_weight=w, background=bg))
+    parts = [(0, 57), (57, 58), (58, 200)]
+    sums = sum(
+        m.compute(ens, X.iloc[a:b], y[a:b], Options(sample_weight=w[a:b], background=bg))
+        for a, b in parts
+    )
+    np.testing.assert_allclose(sums, whole, rtol=1e-10, atol=1e-12)
+    # standard errors from the moments: the sums of squares of the per-row terms
+    se = treeinner.importance(model, X, y, methods=[name], background=bg, se=True)
+    assert np.all(se[f"{name}_se"] > 0)
+    mom = m.moments(ens, X, y, Options(background=bg))
+    np.testing.assert_allclose(se[name], mom.s1.sum(axis=1), rtol=1e-10)
+    # the attribution spelling resolves to the same column
+    family = name.removesuffix("_interventional")
+    df2 = treeinner.importance(
+        model, X, y, methods=[family], attribution="interventional", sample_weight=w,
+        background=bg,
+    )  # fmt: skip
+    np.testing.assert_allclose(df2[name], df[name], rtol=1e-12)
+    # bootstrap resamples carry the background
+    boot = treeinner.importance(
+        model, X, y, methods=[name], background=bg, n_bootstrap=2, random_state=0
+    )
+    assert np.all(np.isfinite(boot[f"{name}_se"]))
+
+
+def test_optional_methods_need_what_they_need(model_data):
+    model, X, y, _, (Xt, _) = model_data
+    with pytest.raises(ValueError, match="needs a background"):
+        treeinner.importance(model, X, y, methods=["tree_inner_interventional"])
+    with pytest.raises(ValueError, match="needs a background"):
+        get("tree_inner_interventional").compute(treeinner.from_model(model), X, y, Options())
+    with pytest.raises(ValueError, match="none of"):
+        treeinner.importance(model, X, y, methods=["tree_inner"], background=Xt[:10])
+    with pytest.raises(ValueError, match="alone"):
+        treeinner.importance(model, X, y, methods=["tree_inner_interactions", "tree_inner"])
+    for kw in ({"se": True}, {"n_bootstrap": 3}):
+        with pytest.raises(ValueError, match="no standard errors"):
+            treeinner.importance(model, X, y, methods="tree_inner_interactions", **kw)
+    with pytest.raises(ValueError, match="contradicts"):
+        resolve("tree_inner_interventional", "shap", optional=True)
+    # refused, with the reason, where only per-feature methods on (X, y) go
+    for name in OPTIONAL:
+        with pytest.raises(ValueError, match="treeinner.importance"):
+            treeinner.significance(model, X, y, methods=[name])
+        with pytest.raises(ValueError, match="method must be one of"):
+            treeinner.select_features(model, X, y, method=name)
+    with pytest.raises(ValueError, match="attribution must be one of"):
+        treeinner.significance(model, X, y, methods="tree_inner", attribution="interventional")
+
+
+def test_pairwise_method_through_importance(model_data):
+    """The pairwise method: the feature x feature matrix of tree_inner_interactions, whose
+    rows sum to tree_inner_shap; row-additive."""
+    model, X, y, w, _ = model_data
+    df = treeinner.importance(model, X, y, methods="tree_inner_interactions", sample_weight=w)
+    want = treeinner.tree_inner_interactions(model, X, y, sample_weight=w)
+    pd.testing.assert_frame_equal(df, want, rtol=1e-12)
+    assert list(df.index) == list(df.columns) == list(X.columns)
+    np.testing.assert_allclose(df.to_numpy(), df.to_numpy().T, atol=1e-12)
+    shap_inner = treeinner.importance(model, X, y, methods="tree_inner_shap", sample_weight=w)
+    np.testing.assert_allclose(df.sum(axis=1), shap_inner["tree_inner_shap"], rtol=1e-9)
+    ens = treeinner.from_model(model)
+    m = get("tree_inner_interactions")
+    whole = m.compute(ens, X, y, Options(sample_weight=w))
+    assert whole.shape == (4, 4, 1)
+    parts = sum(
+        m.compute(ens, X.iloc[a:b], y[a:b], Options(sample_weight=w[a:b]))
+        for a, b in ((0, 57), (57, 200))
+    )
+    np.testing.assert_allclose(parts, whole, rtol=1e-10, atol=1e-12)

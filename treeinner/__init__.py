@@ -10,7 +10,7 @@ from ._errors import (
 from ._gain import total_gain
 from ._inner import forest_inner, tree_inner
 from ._input import FeatureNamesWarning
-from ._methods import METHODS
+from ._methods import METHODS, OPTIONAL_METHODS
 from ._significance import significance
 from .adapters import from_model, load
 from .attribution import Attribution, node_values, predecomp, saabas
@@ -25,6 +25,7 @@ from .unbiased import unbiased_gain
 
 __all__ = [
     "METHODS",
+    "OPTIONAL_METHODS",
     "Attribution",
     "FeatureNamesWarning",
     "InputError",

@@ -19,6 +19,10 @@ from .ensemble import TreeEnsemble
 #: The per-tree attributions, by the names every function, the CLI and the selector use.
 ATTRIBUTIONS = ("predecomp", "saabas", "shap")
 
+#: TreeInner's and ForestInner's attributions: also interventional TreeSHAP, which needs a
+#: background data set (``tree_inner(..., attribution="interventional", background=...)``).
+INNER_ATTRIBUTIONS = (*ATTRIBUTIONS, "interventional")
+
 #: What path-dependent TreeSHAP weights a split's children by ("auto": the model's own).
 NODE_WEIGHTS = ("auto", *_format.NODE_WEIGHTS)
 

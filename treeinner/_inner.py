@@ -19,6 +19,8 @@ from ._stats import Moments, moments_from_rows, p_values
 from .adapters import from_model
 from .attribution import node_values, path_attribution
 from .ensemble import TreeEnsemble
+from .interventional import interventional_inner, interventional_inner_moments
+from .interventional import tree_shap_interventional as _interventional_values
 from .kernels import attribution as K
 from .treeshap import _shap_inner, _shap_inner_moments, tree_shap
 
@@ -33,12 +35,17 @@ def inner_values(ens: TreeEnsemble, attribution: str, reference: Any) -> np.ndar
     """Node values of a path attribution (PreDecomp from ``reference`` when given); None for
     TreeSHAP, which has no node values."""
     _api.check_attribution(attribution)
+    return _values(ens, attribution, reference)
+
+
+def _values(ens: TreeEnsemble, attribution: str, reference: Any) -> np.ndarray | None:
+    """``inner_values`` for an attribution already checked (interventional: None)."""
     if reference is not None and attribution != "predecomp":
         raise InputError(
             f"reference= recomputes PreDecomp node values; attribution={attribution!r} does not "
             "use them (use attribution='predecomp')."
         )
-    if attribution == "shap":
+    if attribution in ("shap", "interventional"):
         return None
     return node_values(ens, attribution=attribution, reference=reference)
 
@@ -199,6 +206,84 @@ def forest_inner_moments(
     return _edge_pass(ens, X, y, sample_weight, dg, np.zeros(ens.n_nodes), True)
 
 
+def tree_inner_interventional_sums(
+    ens: TreeEnsemble, X: Any, y: Any, background: Any, sample_weight: Any = None
+) -> np.ndarray:
+    """TreeInner with interventional TreeSHAP against ``background``, per output feature and
+    output: a sum over the rows of X, streamed tree by tree (no attribution stored)."""
+    return interventional_inner(ens, X, y, background, sample_weight, False)
+
+
+def tree_inner_interventional_moments(
+    ens: TreeEnsemble, X: Any, y: Any, background: Any, sample_weight: Any = None
+) -> Moments:
+    """``tree_inner_moments`` with interventional TreeSHAP against ``background``."""
+    return interventional_inner_moments(ens, X, y, background, sample_weight, False)
+
+
+def forest_inner_interventional_sums(
+    ens: TreeEnsemble, X: Any, y: Any, background: Any, sample_weight: Any = None
+) -> np.ndarray:
+    """``forest_inner_sums`` (staged form) with interventional TreeSHAP against
+    ``background``."""
+    lr = float(np.mean(ens.learning_rate))
+    return interventional_inner(ens, X, y, background, sample_weight, True) / lr
+
+
+def forest_inner_interventional_moments(
+    ens: TreeEnsemble, X: Any, y: Any, background: Any, sample_weight: Any = None
+) -> Moments:
+    """``forest_inner_moments`` with interventional TreeSHAP against ``background``."""
+    lr = float(np.mean(ens.learning_rate))
+    return interventional_inner_moments(ens, X, y, background, sample_weight, True).scaled(1.0 / lr)
+
+
+def _initial_interventional_rows(ens: TreeEnsemble, X: Any, y: Any, background: Any) -> np.ndarray:
+    """``_initial_rows`` with the forest's interventional TreeSHAP values against
+    ``background``."""
+    _check_in_memory(X)
+    A = _interventional_values(ens, X, background).values
+    if A.ndim == 2:
+        A = A[:, :, None]
+    neg_g = -initial_gradients(ens, y, A.shape[0]) / float(np.mean(ens.learning_rate))
+    return A * neg_g[:, None, :]
+
+
+def forest_inner_initial_interventional_sums(
+    ens: TreeEnsemble, X: Any, y: Any, background: Any, sample_weight: Any = None
+) -> np.ndarray:
+    """``forest_inner_initial_sums`` with interventional TreeSHAP against ``background``."""
+    rows = _initial_interventional_rows(ens, X, y, background)
+    return np.einsum("i,ijk->jk", _weights(sample_weight, rows.shape[0]), rows)
+
+
+def forest_inner_initial_interventional_moments(
+    ens: TreeEnsemble, X: Any, y: Any, background: Any, sample_weight: Any = None
+) -> Moments:
+    """``forest_inner_initial_moments`` with interventional TreeSHAP against ``background``."""
+    rows = _initial_interventional_rows(ens, X, y, background)
+    w = None if sample_weight is None else _weights(sample_weight, rows.shape[0])
+    return moments_from_rows(rows, w)
+
+
+def _check_in_memory(X: Any) -> None:
+    if is_dask(X):
+        raise InputError(
+            "attribution='interventional' takes in-memory rows; compute the Dask collection "
+            "first (or map over its partitions and add the results: the scores are sums over "
+            "rows)."
+        )
+
+
+#: The sums of each public function with interventional TreeSHAP (they take the background
+#: where the others take node values).
+_INTERVENTIONAL = {
+    "tree_inner_sums": tree_inner_interventional_sums,
+    "forest_inner_sums": forest_inner_interventional_sums,
+    "forest_inner_initial_sums": forest_inner_initial_interventional_sums,
+}
+
+
 def tree_inner_splits(
     ens: TreeEnsemble, X: Any, y: Any, values: np.ndarray, sample_weight: Any = None
 ) -> pd.DataFrame:
@@ -231,12 +316,39 @@ def tree_inner_splits(
     return pd.DataFrame(cols)
 
 
-def _result(sums, model, X, y, attribution, sample_weight, reference):
-    """A public TreeInner/ForestInner result: ``sums`` of the model's node values, per output."""
+def _check_background(attribution: str, background: Any) -> None:
+    """``background=`` goes with ``attribution="interventional"``, which needs it."""
+    if attribution == "interventional" and background is None:
+        raise InputError(
+            "attribution='interventional' needs a background data set: pass background= (rows "
+            "with the model's features, e.g. a sample of the training data); the attribution "
+            "of a tree is its interventional TreeSHAP against those rows."
+        )
+    if attribution != "interventional" and background is not None:
+        raise InputError(
+            f"background= is the data set of attribution='interventional'; attribution="
+            f"{attribution!r} does not use it."
+        )
+
+
+def _result(sums, model, X, y, attribution, sample_weight, reference, background):
+    """A public TreeInner/ForestInner result: ``sums`` of the model's node values (or, for
+    interventional TreeSHAP, of the background), per output."""
+    _api.check_attribution(attribution, _api.INNER_ATTRIBUTIONS)
+    _check_background(attribution, background)
     _api.check_rows(X)
     ens = from_model(model)
-    values = inner_values(ens, attribution, reference)
     name = sums.__name__.removesuffix("_sums")
+    if attribution == "interventional":
+        if reference is not None:
+            _values(ens, attribution, reference)  # the error naming the attribution
+        fn = _INTERVENTIONAL[sums.__name__]
+        if is_dask(X):  # a sum over rows: per partition, added up
+            result = map_add(_apply, (fn, ens, background), X, y, sample_weight)
+        else:
+            result = fn(ens, X, y, background, sample_weight)
+        return _api.per_output(ens, result, name, credited=True)
+    values = _values(ens, attribution, reference)
     return _api.per_output(ens, sums(ens, X, y, values, sample_weight), name, credited=True)
 
 
@@ -250,6 +362,7 @@ def tree_inner(
     sample_weight: Any = None,
     reference: Any = None,
     per_split: bool = False,
+    background: Any = None,
 ) -> pd.Series | pd.DataFrame:
     """TreeInner: per tree, the inner product of an attribution with the negative gradient.
 
@@ -265,10 +378,14 @@ def tree_inner(
         Evaluation rows (normally held-out data).
     y : array-like of shape (n_samples,)
         Labels, valid for the model's objective.
-    attribution : {"predecomp", "saabas", "shap"}
+    attribution : {"predecomp", "saabas", "shap", "interventional"}
         The per-tree attribution r. ``"shap"`` is path-dependent TreeSHAP (as
         ``tree_shap``), computed tree by tree and weighted on the fly: no SHAP value is
-        stored.
+        stored. ``"interventional"`` is interventional TreeSHAP against ``background`` (as
+        ``tree_shap_interventional``), streamed the same way; it needs no node weights, and
+        a feature the model does not use scores 0 even when it is correlated with one it
+        does. Per tree, the values of a row sum to the tree's output minus its mean output
+        over the background.
     sample_weight : array-like of shape (n_samples,), optional
     reference : tuple, optional
         ``(X_train, y_train[, sample_weight])``: PreDecomp node values recomputed from this data
@@ -297,18 +414,32 @@ def tree_inner(
         ``se = sqrt(n/(n-1) (sum u^2 - (sum u)^2/n))`` over all n rows of X), ``p_value``
         (one-sided, for "the split's contribution is <= 0": no better than useless on new
         data) and ``n_node`` (rows of X reaching the node).
+    background : array-like, DataFrame or sparse matrix, optional
+        The background rows of ``attribution="interventional"`` (required there, refused
+        with the other attributions); all rows are used, and the cost of a row does not grow
+        with their number (``tree_shap_interventional``).
+
+    Raises
+    ------
+    ValueError
+        For invalid rows, labels or weights, an unknown attribution, a missing background
+        with ``"interventional"`` or a background with another attribution, and ``per_split``
+        with a TreeSHAP attribution.
     """
     if not _api.check_flag("per_split", per_split):
-        return _result(tree_inner_sums, model, X, y, attribution, sample_weight, reference)
-    _api.check_attribution(attribution)
+        return _result(
+            tree_inner_sums, model, X, y, attribution, sample_weight, reference, background
+        )
+    _api.check_attribution(attribution, _api.INNER_ATTRIBUTIONS)
+    _check_background(attribution, background)
     _api.check_rows(X)
-    if attribution == "shap":
+    if attribution in ("shap", "interventional"):
         raise InputError(
             "per_split=True needs a path attribution ('predecomp' or 'saabas'): TreeSHAP has "
             "no per-split decomposition."
         )
     ens = from_model(model)
-    values = inner_values(ens, attribution, reference)
+    values = _values(ens, attribution, reference)
     assert values is not None  # a path attribution (TreeSHAP refused above)
     return tree_inner_splits(ens, X, y, values, sample_weight)
 
@@ -323,6 +454,7 @@ def forest_inner(
     gradient: str = "staged",
     sample_weight: Any = None,
     reference: Any = None,
+    background: Any = None,
 ) -> pd.Series | pd.DataFrame:
     """ForestInner: the forest-level inner product of attributions and negative gradients.
 
@@ -338,10 +470,11 @@ def forest_inner(
 
     Parameters
     ----------
-    model, X, y, attribution, sample_weight, reference
+    model, X, y, attribution, sample_weight, reference, background
         As for ``tree_inner``: the model, the evaluation rows and their labels, the per-tree
-        attribution (``"predecomp"``, ``"saabas"`` or ``"shap"``), row weights, and the data
-        PreDecomp's node values are recomputed from.
+        attribution (``"predecomp"``, ``"saabas"``, ``"shap"`` or ``"interventional"``), row
+        weights, the data PreDecomp's node values are recomputed from, and the background
+        rows of interventional TreeSHAP.
     gradient : {"staged", "initial"}
         The form of Eq. 22 (above). In ``importance()`` the initial form is the method
         ``forest_inner_initial`` (with ``_saabas``, ``_shap``).
@@ -355,4 +488,4 @@ def forest_inner(
             f"gradient must be one of {', '.join(map(repr, GRADIENTS))}; got {gradient!r}."
         )
     sums = forest_inner_sums if gradient == "staged" else forest_inner_initial_sums
-    return _result(sums, model, X, y, attribution, sample_weight, reference)
+    return _result(sums, model, X, y, attribution, sample_weight, reference, background)

@@ -5,6 +5,15 @@ it adds up over rows.
 read this table; none of them knows a method by name. Adding a method is one ``_register``
 call: a function ``compute(ens, X, y, opts)`` returning scores of shape (n_output_features,
 n_outputs) (or one column where the method has no per-output breakdown), and its flags.
+
+``REGISTRY`` (``treeinner.METHODS``) holds the methods every consumer takes: per-feature
+scores from the model, the rows and their labels (and optionally the training data). The
+methods that need more, or give something else, are in ``OPTIONAL``
+(``treeinner.OPTIONAL_METHODS``), computed by ``importance()`` and ``treeinner explain``
+when named and refused by the other consumers with the reason: those that need a background
+data set (``Method.needs_background``: TreeInner and ForestInner with interventional TreeSHAP,
+``Options.background``) and the pairwise ones (``Method.pairwise``: scores of shape
+(n_output_features, n_output_features, n_outputs), one per pair of features).
 """
 
 from __future__ import annotations
@@ -22,11 +31,17 @@ from ._dask import is_dask, map_add
 from ._errors import InputError
 from ._gain import permutation_scores, total_gain_scores
 from ._inner import (
+    forest_inner_initial_interventional_moments,
+    forest_inner_initial_interventional_sums,
     forest_inner_initial_moments,
     forest_inner_initial_sums,
+    forest_inner_interventional_moments,
+    forest_inner_interventional_sums,
     forest_inner_moments,
     forest_inner_sums,
     inner_values,
+    tree_inner_interventional_moments,
+    tree_inner_interventional_sums,
     tree_inner_moments,
     tree_inner_sums,
 )
@@ -34,6 +49,7 @@ from ._staged import _weights
 from ._stats import Estimate, Moments, moments_from_rows
 from .attribution import path_attribution
 from .ensemble import TreeEnsemble
+from .interactions import _interaction_inner
 from .objectives import get_objective
 from .treeshap import tree_shap
 from .unbiased import _exact_ratios, _training_sums, _unbiased_estimate, unbiased_gain
@@ -43,6 +59,8 @@ __all__ = [
     "DEFAULT_METHODS",
     "RECOMMENDED_METHOD",
     "METHODS",
+    "OPTIONAL",
+    "OPTIONAL_METHODS",
     "REGISTRY",
     "Method",
     "Options",
@@ -66,12 +84,16 @@ class Options:
         Seed of the methods that draw random numbers.
     n_repeats : int
         Permutations per feature of ``permutation``.
+    background : array-like, optional
+        The background rows of the methods with interventional TreeSHAP
+        (``Method.needs_background``).
     """
 
     sample_weight: Any = None
     reference: Any = None
     random_state: Any = None
     n_repeats: int = 5
+    background: Any = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def once(self, key: tuple, keep: tuple, compute: Callable[[], Any]) -> Any:
@@ -144,6 +166,13 @@ class Method:
         ``unbiased_gain``.
     attribution : str or None
         The per-tree attribution it is built on, if any.
+    needs_background : bool
+        Whether it needs ``Options.background`` (interventional TreeSHAP); such a method is in
+        ``OPTIONAL``.
+    pairwise : bool
+        Whether its scores are per pair of output features: ``compute`` returns (and ``score``
+        gives) shape (n_output_features, n_output_features, n_outputs); such a method is in
+        ``OPTIONAL``, has no standard error and is computed alone.
     """
 
     name: str
@@ -162,6 +191,8 @@ class Method:
     takes_dask: bool = False
     family: str = ""
     attribution: str | None = None
+    needs_background: bool = False
+    pairwise: bool = False
 
     def score(self, ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
         """The finished scores on all rows of X: (n_output_features, n_outputs) (or one
@@ -308,22 +339,36 @@ def _unbiased_resample(ens, X, y, opts, counts, seed) -> np.ndarray:
     return ens._to_output(out)
 
 
-#: Every method, by name, in display order.
+#: Every method every consumer takes (per-feature scores from the model, rows and labels), by
+#: name, in display order; the others are in ``OPTIONAL``.
 REGISTRY: dict[str, Method] = {}
+
+
+#: The methods computed only when named, by ``importance()`` and ``treeinner explain``: those
+#: that need a background data set, and the pairwise ones (see the module's docstring).
+OPTIONAL: dict[str, Method] = {}
 
 
 def _register(method: Method) -> None:
     # every method computes on Dask input: mapped over the partitions, or by itself
     if method.uses_data and not (method.row_additive or method.takes_dask):
         raise TypeError(f"{method.name}: a method on data is row-additive or takes Dask input.")
-    REGISTRY[method.name] = method
+    if method.pairwise and (method.has_se or method.resample is not None):
+        raise TypeError(f"{method.name}: a pairwise method has no standard error.")
+    table = OPTIONAL if method.needs_background or method.pairwise else REGISTRY
+    table[method.name] = method
 
 
 def _suffix(attribution: str) -> str:
     return "" if attribution == "predecomp" else f"_{attribution}"
 
 
-_LONG = {"predecomp": "PreDecomp", "saabas": "Saabas", "shap": "TreeSHAP"}
+_LONG = {
+    "predecomp": "PreDecomp",
+    "saabas": "Saabas",
+    "shap": "TreeSHAP",
+    "interventional": "interventional TreeSHAP",
+}
 
 
 #: The inner-product families: their per-feature sums and per-row moments, and their names.
@@ -421,6 +466,72 @@ for _attribution in _api.ATTRIBUTIONS:
     _register(_abs_method(_attribution))
 
 
+def _background(opts: Options, name: str) -> Any:
+    if opts.background is None:
+        raise InputError(
+            f"{name} needs a background data set (interventional TreeSHAP): pass background= "
+            "to treeinner.importance (--background FILE on the command line)."
+        )
+    return opts.background
+
+
+#: The inner-product families with interventional TreeSHAP: sums and moments from the
+#: background (``Options.background``) instead of node values.
+_INNER_INTERVENTIONAL = {
+    "tree_inner": (tree_inner_interventional_sums, tree_inner_interventional_moments),
+    "forest_inner": (forest_inner_interventional_sums, forest_inner_interventional_moments),
+    "forest_inner_initial": (
+        forest_inner_initial_interventional_sums,
+        forest_inner_initial_interventional_moments,
+    ),
+}
+
+
+def _interventional_method(family: str) -> Method:
+    sums, row_moments = _INNER_INTERVENTIONAL[family]
+    name = f"{family}_interventional"
+
+    def compute(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
+        return sums(ens, X, y, _background(opts, name), opts.sample_weight)
+
+    def moments(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> Moments:
+        return row_moments(ens, X, y, _background(opts, name), opts.sample_weight)
+
+    return Method(
+        name=name,
+        summary=f"{_INNER[family][2]} with interventional TreeSHAP against a background: "
+        "held-out inner product with -gradients",
+        compute=compute,
+        row_additive=True,
+        moments=moments,
+        family=family,
+        attribution="interventional",
+        needs_background=True,
+    )
+
+
+for _family in _INNER:
+    _register(_interventional_method(_family))
+
+
+def _interactions(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
+    return _interaction_inner(ens, X, y, opts.sample_weight)
+
+
+_register(
+    Method(
+        name="tree_inner_interactions",
+        summary="TreeInner with TreeSHAP interaction values: held-out inner product with "
+        "-gradients, per pair of features (diagonal: main effects)",
+        compute=_interactions,
+        row_additive=True,
+        family="tree_inner_interactions",
+        attribution="shap",
+        pairwise=True,
+    )
+)
+
+
 def _total_gain(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
     """The stored split gains; for a model that stores none (CatBoost), with
     ``opts.reference``, the gains computed from the training data (``_gain.total_gain``),
@@ -471,6 +582,8 @@ _register(
 
 #: The registry as the public sees it (``treeinner.METHODS``): name -> Method, read-only.
 METHODS = MappingProxyType(REGISTRY)
+#: The optional methods as the public sees them (``treeinner.OPTIONAL_METHODS``), read-only.
+OPTIONAL_METHODS = MappingProxyType(OPTIONAL)
 
 #: What ``treeinner.importance`` computes when no method is named, best first: ordered by the
 #: average rank of each method's AUC of telling relevant from irrelevant features on held-out
@@ -498,33 +611,52 @@ _FAMILIES = tuple(_INNER)
 
 
 def get(name: Any) -> Method:
-    """The registered method ``name``.
+    """The registered method ``name`` (of ``REGISTRY`` or ``OPTIONAL``).
 
     Raises
     ------
     ValueError
         For an unknown name, listing every method.
     """
-    if not isinstance(name, str) or name not in REGISTRY:
-        raise InputError(f"Unknown importance method {name!r}; choose from {', '.join(REGISTRY)}.")
-    return REGISTRY[name]
+    if isinstance(name, str) and name in REGISTRY:
+        return REGISTRY[name]
+    if isinstance(name, str) and name in OPTIONAL:
+        return OPTIONAL[name]
+    raise InputError(
+        f"Unknown importance method {name!r}; choose from {', '.join(REGISTRY)} (and, with "
+        f"importance() or treeinner explain, {', '.join(OPTIONAL)})."
+    )
 
 
-def resolve(methods: str | Sequence[str], attribution: str | None = None) -> list[str]:
+def why_optional(method: Method) -> str:
+    """What makes ``method`` optional, as a phrase."""
+    if method.pairwise:
+        return "gives a matrix over pairs of features, not a score per feature"
+    return "needs a background data set (interventional TreeSHAP)"
+
+
+def resolve(
+    methods: str | Sequence[str], attribution: str | None = None, optional: bool = False
+) -> list[str]:
     """Method names from what a user wrote: ``tree_inner`` and ``forest_inner`` take
     ``attribution`` (``"tree_inner"`` with ``"shap"`` is ``tree_inner_shap``); names may be
     comma-separated; duplicates are dropped, the order is kept.
 
     A name that carries its attribution (``tree_inner_saabas``) may not be combined with a
-    different ``attribution`` other than the default.
+    different ``attribution`` other than the default. With ``optional`` (``importance()``
+    and ``treeinner explain``), the methods of ``OPTIONAL`` are allowed too, and
+    ``attribution`` may be ``"interventional"``.
 
     Raises
     ------
     ValueError
-        For an unknown method or attribution (listing every choice), or no method at all.
+        For an unknown method or attribution (listing every choice), no method at all, or
+        without ``optional`` a method of ``OPTIONAL`` (saying why it is refused).
     """
     if attribution is not None:
-        _api.check_attribution(attribution)
+        _api.check_attribution(
+            attribution, _api.INNER_ATTRIBUTIONS if optional else _api.ATTRIBUTIONS
+        )
     if isinstance(methods, str):
         methods = [methods]
     out: list[str] = []
@@ -539,6 +671,12 @@ def resolve(methods: str | Sequence[str], attribution: str | None = None) -> lis
             if name in _FAMILIES:
                 name += _suffix(attribution or "predecomp")
             method = get(name)
+            if name in OPTIONAL and not optional:
+                raise InputError(
+                    f"method {name!r} {why_optional(method)}: compute it with "
+                    "treeinner.importance() (or treeinner explain); choose here from "
+                    f"{', '.join(REGISTRY)}."
+                )
             if (
                 attribution not in (None, "predecomp")
                 and method.family in _FAMILIES

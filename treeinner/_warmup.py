@@ -41,6 +41,7 @@ def _attributions(model: Any, X: np.ndarray, y: np.ndarray) -> None:
         from_model,
         predecomp,
         saabas,
+        tree_inner,
         tree_inner_interactions,
         tree_shap,
         tree_shap_interactions,
@@ -52,6 +53,7 @@ def _attributions(model: Any, X: np.ndarray, y: np.ndarray) -> None:
     tree_shap(model, X)
     tree_shap_interactions(model, X)
     tree_shap_interventional(model, X, X[:20])
+    tree_inner(model, X, y, attribution="interventional", background=X[:20])
     tree_inner_interactions(model, X, y)
     from_model(model).leaf_index(X)
 
@@ -126,6 +128,15 @@ def warm_up(report: Callable[[str, float], None] | None = None) -> float:
         lambda: GBMRegressor(
             n_estimators=2, max_depth=3, categorical_features=[2], min_data_per_group=5,
             split="pvalue", min_split_pvalue=0.5,
+        ).fit(codes, y),
+    )  # fmt: skip
+    # feature-selecting boosting: the penalised split pick and the group test's kernels
+    step(
+        "native booster, feature_penalty and split_search='group_test'",
+        lambda: GBMRegressor(
+            n_estimators=2, max_depth=3, feature_penalty=0.01, penalty_scaling="root",
+            split_search="group_test", n_select=2, categorical_features=[2],
+            min_data_per_group=5,
         ).fit(codes, y),
     )  # fmt: skip
     return time.perf_counter() - start

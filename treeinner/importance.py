@@ -12,7 +12,7 @@ from . import _api
 from ._api import public
 from ._dask import is_dask
 from ._errors import InputError
-from ._methods import DEFAULT_METHODS, REGISTRY, Method, Options, get, resolve
+from ._methods import DEFAULT_METHODS, OPTIONAL, REGISTRY, Method, Options, get, resolve
 from ._staged import _weights
 from .adapters import from_model
 from .ensemble import TreeEnsemble
@@ -56,6 +56,7 @@ def _replicate(
         reference=opts.reference,
         random_state=seed,
         n_repeats=opts.n_repeats,
+        background=opts.background,
         _cache=opts._cache,  # node values do not depend on the evaluation rows
     )
     return _totals(method.score(ens, X, y, rep))
@@ -106,6 +107,35 @@ def _with_se(
     return cols, errors
 
 
+def _check_optional(chosen: Sequence[Method], background: Any, se: bool, n_bootstrap: int) -> None:
+    """The methods of ``_methods.OPTIONAL``: a background for those that need one (and only
+    for them), a pairwise method alone and without standard errors."""
+    needs = [m.name for m in chosen if m.needs_background]
+    if needs and background is None:
+        raise InputError(
+            f"{', '.join(needs)} {'needs' if len(needs) == 1 else 'need'} a background data set "
+            "(interventional TreeSHAP): pass "
+            "background= (rows with the model's features, e.g. a sample of the training data)."
+        )
+    if background is not None and not needs:
+        users = [name for name, m in OPTIONAL.items() if m.needs_background]
+        raise InputError(
+            f"background= is used by {', '.join(users)}; none of {[m.name for m in chosen]} "
+            "uses it."
+        )
+    pairwise = [m.name for m in chosen if m.pairwise]
+    if pairwise and len(chosen) > 1:
+        raise InputError(
+            f"{pairwise[0]} gives a matrix over pairs of features, not a column of per-feature "
+            f"scores: ask for it alone (methods={pairwise[0]!r}), and for "
+            f"{[m.name for m in chosen if not m.pairwise]} in another call."
+        )
+    if pairwise and (se or n_bootstrap):
+        raise InputError(
+            f"{pairwise[0]} gives no standard errors: leave out se=True and n_bootstrap."
+        )
+
+
 @public
 def importance(
     model: Any,
@@ -120,6 +150,7 @@ def importance(
     n_repeats: int = 5,
     n_bootstrap: int = 0,
     se: bool = False,
+    background: Any = None,
 ) -> pd.DataFrame:
     """Several global importances side by side, one column per method.
 
@@ -147,9 +178,22 @@ def importance(
         increase when the column is permuted, over ``n_repeats`` permutations) and
         ``unbiased_gain`` (``unbiased_gain`` with one draw). For multi-output models the
         columns hold the totals over classes.
-    attribution : {"predecomp", "saabas", "shap"}, optional
-        The attribution of the names ``tree_inner`` and ``forest_inner`` (``"shap"`` makes
-        ``tree_inner`` the column ``tree_inner_shap``); default PreDecomp.
+
+        Computed only when named (``treeinner.OPTIONAL_METHODS``; not taken by
+        ``significance``, ``select_features`` or ``TreeInnerSelector``):
+        ``tree_inner_interventional``, ``forest_inner_interventional`` and
+        ``forest_inner_initial_interventional`` (the inner products with interventional
+        TreeSHAP against ``background``, as ``tree_inner(..., attribution="interventional",
+        background=...)``; they combine with every other method), and
+        ``tree_inner_interactions``, pairwise: TreeInner with SHAP interaction values
+        (``tree_inner_interactions``), one score per pair of features. A pairwise method is
+        asked for alone (its result is a matrix, not a column) and takes neither ``se`` nor
+        ``n_bootstrap``.
+    attribution : {"predecomp", "saabas", "shap", "interventional"}, optional
+        The attribution of the names ``tree_inner``, ``forest_inner`` and
+        ``forest_inner_initial`` (``"shap"`` makes ``tree_inner`` the column
+        ``tree_inner_shap``, ``"interventional"`` the column ``tree_inner_interventional``);
+        default PreDecomp.
     sample_weight : array-like of shape (n_samples,), optional
         Weights of the evaluation rows.
     reference : tuple, optional
@@ -187,12 +231,17 @@ def importance(
         and ``unbiased_gain``. ``total_gain`` depends on no evaluation row (0);
         ``permutation`` has none (NaN: use ``n_bootstrap``). Not combined with
         ``n_bootstrap``.
+    background : array-like, DataFrame or sparse matrix, optional
+        The background rows of the interventional methods (required by them, refused when
+        no method uses it), as for ``tree_shap_interventional``.
 
     Returns
     -------
     pandas.DataFrame indexed by feature name: the method columns in the order of ``methods``
     (identical to ``n_bootstrap=0``), then, with ``n_bootstrap`` or ``se``, the ``_se``
-    columns in the same order.
+    columns in the same order. For a pairwise method, the (n_features, n_features) matrix of
+    its scores (totals over classes), indexed by feature name on both axes, symmetric, its
+    diagonal the main effects' part.
     """
     n_bootstrap = _check_bootstrap(n_bootstrap)
     n_repeats = _api.check_count("n_repeats", n_repeats)
@@ -200,7 +249,9 @@ def importance(
     se = _api.check_flag("se", se)
     if se and n_bootstrap:
         raise InputError("se=True and n_bootstrap give two standard errors; pass one of them.")
-    chosen = [get(name) for name in resolve(_api.check_names("methods", methods), attribution)]
+    names = resolve(_api.check_names("methods", methods), attribution, optional=True)
+    chosen = [get(name) for name in names]
+    _check_optional(chosen, background, se, n_bootstrap)
     if any(m.uses_data for m in chosen):
         _api.check_rows(X)
     if reference is not None and not any(m.uses_reference for m in chosen):
@@ -223,7 +274,12 @@ def importance(
         reference=reference,
         random_state=random_state,
         n_repeats=n_repeats,
+        background=background,
     )
+    if chosen[0].pairwise:
+        scores = chosen[0].score(ens, X, y, opts).sum(axis=2)
+        names = list(ens.output_names)
+        return pd.DataFrame(scores, index=names, columns=names)
     if se:
         cols, errors = _with_se(ens, X, y, chosen, opts)
         return pd.DataFrame({**cols, **errors}, index=list(ens.output_names))

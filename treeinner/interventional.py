@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -11,8 +12,10 @@ import pandas as pd
 from ._api import public
 from ._dask import is_dask
 from ._errors import InputError, UnsupportedModelError
+from ._staged import _inputs, stages
+from ._stats import Moments
 from .adapters import from_model
-from .attribution import Attribution
+from .attribution import Attribution, _tree_range
 from .ensemble import TreeEnsemble
 from .kernels import interventional as K
 from .treeshap import _players
@@ -81,19 +84,76 @@ def _leaves(ens: TreeEnsemble, player: np.ndarray) -> tuple[np.ndarray, ...]:
             cond_bit[:nc], pl_off, pl[:npl])  # fmt: skip
 
 
-def _rows(ens: TreeEnsemble, X: Any) -> tuple[int, list[tuple[int, np.ndarray]]]:
+def _rows(
+    ens: TreeEnsemble, X: Any, name: str, what: str = "rows"
+) -> tuple[int, list[tuple[int, np.ndarray]]]:
     """The kernel rows of ``X`` (validated as for prediction), in blocks."""
     if is_dask(X):
         raise InputError(
-            "tree_shap_interventional takes in-memory rows; compute the Dask collection first "
-            "(or map this function over its partitions)."
+            f"{name} takes in-memory {what}; compute the Dask collection first (or map this "
+            "function over its partitions)."
         )
     n, blocks = ens._blocks(X)
     return n, [(s, np.ascontiguousarray(b, dtype=np.float64)) for s, b in blocks]
 
 
+@dataclasses.dataclass(frozen=True)
+class _Setup:
+    """An ensemble's leaves and a background's tables, ready for the kernels."""
+
+    n_bg: int
+    player: np.ndarray
+    pcredit: np.ndarray | None
+    kinds: tuple[np.ndarray, np.ndarray]
+    leaves: tuple[np.ndarray, ...]
+    tables: tuple[np.ndarray, ...]
+
+    @property
+    def n_players(self) -> int:
+        return self.player.shape[0] if self.pcredit is None else self.pcredit.shape[0]
+
+    def credit(self, a: np.ndarray, axis: int) -> np.ndarray:
+        """Players -> output features on ``axis``."""
+        if self.pcredit is None:
+            return a
+        return np.moveaxis(np.moveaxis(a, axis, -1) @ self.pcredit, -1, axis)
+
+
+def _setup(ens: TreeEnsemble, background: Any, name: str) -> _Setup:
+    """Check the model and the background and summarise the background per leaf."""
+    _check_model(ens)
+    if background is None:
+        raise InputError(
+            f"{name}: interventional TreeSHAP needs a background data set: pass "
+            "background= (rows with the model's features, e.g. a sample of the training data)."
+        )
+    n_bg, bg_blocks = _rows(ens, background, name, "background")
+    if n_bg == 0:
+        raise InputError(f"{name}: the background has no rows.")
+    B = np.concatenate([b for _, b in bg_blocks], axis=0) if len(bg_blocks) > 1 else bg_blocks[0][1]
+    player, pcredit = _players(ens)
+    leaves = _leaves(ens, player)
+    leaf_d = leaves[2]
+    # a leaf's tables take 3 x 2^d floats, its background masks n_bg words: tabulate a leaf
+    # unless its tables would be both over 2^MAX_TABLE_BITS and many times the masks' size
+    small = np.left_shift(1, np.minimum(leaf_d, K.MAX_PATH_PLAYERS)) <= 8 * max(n_bg, 8)
+    tab = (leaf_d <= K.MAX_TABLE_BITS) & small
+    tab_off = np.concatenate([[0], np.cumsum(np.where(tab, 1 << np.minimum(leaf_d, 62), 0))])
+    bg_off = np.concatenate([[0], np.cumsum(np.where(tab, 0, n_bg))])
+    size = int(tab_off[-1])
+    U, Y, Z = np.zeros(size), np.zeros(size), np.zeros(size)
+    bmask = np.zeros(int(bg_off[-1]), dtype=np.uint64)
+    nodes = ens._nodes()
+    kinds = K.node_kinds(nodes)
+    tables = (tab_off.astype(np.int64), bg_off.astype(np.int64), _WT, U, Y, Z, bmask)
+    K.background_tables(B, nodes, ens._float32_input, kinds, ens.tree_offsets, leaves, tables)
+    return _Setup(n_bg, player, pcredit, kinds, leaves, tables)
+
+
 @public
-def tree_shap_interventional(model: Any, X: Any, background: Any) -> Attribution:
+def tree_shap_interventional(
+    model: Any, X: Any, background: Any, *, iteration_range: tuple[int, int] | None = None
+) -> Attribution:
     """Interventional TreeSHAP: exact Shapley values of every row's margin against a
     background data set.
 
@@ -120,6 +180,10 @@ def tree_shap_interventional(model: Any, X: Any, background: Any) -> Attribution
         The background rows (same features as ``X``); at least one, all used (shap keeps a
         random 100 of a larger raw background; pass it
         ``shap.maskers.Independent(background, max_samples=len(background))`` to compare).
+    iteration_range : tuple of (int, int), optional
+        Explain only the trees of these boosting rounds, as for ``tree_shap`` (``(start,
+        stop)``, ``stop=0`` all rounds); the bias is then the background's mean margin of the
+        base margin and those trees.
 
     Returns
     -------
@@ -137,40 +201,87 @@ def tree_shap_interventional(model: Any, X: Any, background: Any) -> Attribution
         and paths testing more than 62 distinct features (``UnsupportedModelError``).
     """
     ens = from_model(model)
-    _check_model(ens)
-    n_bg, bg_blocks = _rows(ens, background)
-    if n_bg == 0:
-        raise InputError("tree_shap_interventional: the background has no rows.")
-    B = np.concatenate([b for _, b in bg_blocks], axis=0) if len(bg_blocks) > 1 else bg_blocks[0][1]
-    n, blocks = _rows(ens, X)
-    player, pcredit = _players(ens)
-    n_players = player.shape[0] if pcredit is None else pcredit.shape[0]
-    leaves = _leaves(ens, player)
-    leaf_d = leaves[2]
-    # a leaf's tables take 3 x 2^d floats, its background masks n_bg words: tabulate a leaf
-    # unless its tables would be both over 2^MAX_TABLE_BITS and many times the masks' size
-    small = np.left_shift(1, np.minimum(leaf_d, K.MAX_PATH_PLAYERS)) <= 8 * max(n_bg, 8)
-    tab = (leaf_d <= K.MAX_TABLE_BITS) & small
-    tab_off = np.concatenate([[0], np.cumsum(np.where(tab, 1 << np.minimum(leaf_d, 62), 0))])
-    bg_off = np.concatenate([[0], np.cumsum(np.where(tab, 0, n_bg))])
-    size = int(tab_off[-1])
-    U, Y, Z = np.zeros(size), np.zeros(size), np.zeros(size)
-    bmask = np.zeros(int(bg_off[-1]), dtype=np.uint64)
+    lo, hi = _tree_range(ens, iteration_range)
+    su = _setup(ens, background, "tree_shap_interventional")
+    n, blocks = _rows(ens, X, "tree_shap_interventional")
+    out = np.zeros((n, su.n_players, ens.n_outputs), dtype=np.float64)
     nodes = ens._nodes()
-    f32 = ens._float32_input
-    kinds = K.node_kinds(nodes)
-    tables = (tab_off.astype(np.int64), bg_off.astype(np.int64), _WT, U, Y, Z, bmask)
-    K.background_tables(B, nodes, f32, kinds, ens.tree_offsets, leaves, tables)
-    out = np.zeros((n, n_players, ens.n_outputs), dtype=np.float64)
     for start, block in blocks:
         K.explain(
-            block, nodes, f32, kinds, ens.tree_offsets, ens.tree_group, leaves, tables, n_bg,
-            out[start : start + block.shape[0]],
+            block, nodes, ens._float32_input, su.kinds, ens.tree_offsets, ens.tree_group,
+            su.leaves, su.tables, su.n_bg, out[start : start + block.shape[0]], lo, hi,
         )  # fmt: skip
-    if pcredit is not None:
-        out = np.moveaxis(np.moveaxis(out, 1, -1) @ pcredit, -1, 1)
+    out = su.credit(out, 1)
     values = out[:, :, 0] if ens.n_outputs == 1 else out
-    margin = ens.predict_margin(background)
-    bias = np.atleast_1d(np.asarray(margin, dtype=np.float64).reshape(n_bg, -1).mean(axis=0))
+    if iteration_range is None:
+        margin = ens.predict_margin(background)
+    else:
+        margin = ens.predict_margin(background, iteration_range=iteration_range)
+    bias = np.atleast_1d(np.asarray(margin, dtype=np.float64).reshape(su.n_bg, -1).mean(axis=0))
     index = X.index if isinstance(X, pd.DataFrame) else None
     return Attribution(values=values, bias=bias, feature_names=ens.output_names, index=index)
+
+
+def _inner_pass(
+    ens: TreeEnsemble, X: Any, y: Any, background: Any, sample_weight: Any
+) -> tuple[_Setup, int, list[tuple[int, np.ndarray]], np.ndarray, np.ndarray, tuple[Any, ...]]:
+    """Set up a streamed interventional TreeInner/ForestInner pass: the background setup, row
+    count, row blocks (float64), labels, weights and the kernel arguments after them."""
+    name = "tree_inner(attribution='interventional')"
+    su = _setup(ens, background, name)
+    if is_dask(X):
+        raise InputError(
+            f"{name} takes in-memory rows; compute the Dask collection first (or map over its "
+            "partitions and add the results: the scores are sums over rows)."
+        )
+    obj, n, blocks, yv, w = _inputs(ens, X, y, sample_weight)
+    blocks = [(s, np.ascontiguousarray(b, dtype=np.float64)) for s, b in blocks]
+    lr = np.ascontiguousarray(ens.learning_rate, dtype=np.float64)
+    args: tuple[Any, ...] = (ens._nodes(), ens._layout, stages(ens, obj), su.kinds, su.leaves,
+                             su.tables, su.n_bg, lr)  # fmt: skip
+    return su, n, blocks, yv, w, args
+
+
+def interventional_inner(
+    ens: TreeEnsemble, X: Any, y: Any, background: Any, sample_weight: Any, forest: bool
+) -> np.ndarray:
+    """TreeInner (or with ``forest`` the ForestInner sums before the division by the mean
+    learning rate) with interventional TreeSHAP attributions against ``background``, per
+    output feature and output: (n_output_features, n_outputs), a sum over the rows of X."""
+    su, n, blocks, yv, w, args = _inner_pass(ens, X, y, background, sample_weight)
+    acc = np.zeros((K.inner_chunks(n, ens.n_trees), su.n_players, ens.n_outputs))
+    rest = (*args, bool(forest), acc)
+    for start, block in blocks:
+        stop = start + block.shape[0]
+        K.inner(block, yv[start:stop], w[start:stop], *rest)
+    return su.credit(acc.sum(axis=0), 0)
+
+
+def interventional_inner_moments(
+    ens: TreeEnsemble, X: Any, y: Any, background: Any, sample_weight: Any, forest: bool
+) -> Moments:
+    """``interventional_inner`` with the sampling moments of its per-row terms (as
+    ``treeshap._shap_inner_moments``: ``u[i, j, c] = w_i sum_t (-g_{i,t}) / lr_t
+    phi_{t,j}(x_i)`` over the trees t of output c, phi_t tree t's interventional values;
+    with ``forest``, ``w_i GS[i, c] sum_t phi_{t,j}(x_i)``), from the same pass."""
+    su, n, blocks, yv, w, args = _inner_pass(ens, X, y, background, sample_weight)
+    n_feat = su.n_players if su.pcredit is None else su.pcredit.shape[1]
+    pcredit = np.empty((0, 0)) if su.pcredit is None else np.ascontiguousarray(su.pcredit, float)
+    n_chunks = K.inner_chunks(n, ens.n_trees)
+    s1 = np.zeros((n_chunks, n_feat, ens.n_outputs))
+    s2 = np.zeros_like(s1)
+    swu = np.zeros_like(s1)
+    s2t = np.zeros((n_chunks, n_feat))
+    rest = (*args, bool(forest), pcredit, s1, s2, s2t, swu)
+    for start, block in blocks:
+        stop = start + block.shape[0]
+        K.inner_moments(block, yv[start:stop], w[start:stop], *rest)
+    return Moments(
+        s1=s1.sum(axis=0),
+        s2=s2.sum(axis=0),
+        s2_total=s2t.sum(axis=0),
+        n=n,
+        sw=float(w.sum()),
+        sw2=float(w @ w),
+        swu=swu.sum(axis=0),
+    )

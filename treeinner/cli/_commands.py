@@ -176,9 +176,39 @@ def _format_significance(table: pd.DataFrame, top: int | None, alpha: float) -> 
     return "\n\n".join(blocks) + "\n\n" + textwrap.fill(note, width=100)
 
 
+def _check_optional(args: argparse.Namespace, methods: list[str]) -> None:
+    """The optional methods' needs: --background for the interventional ones (and only for
+    them); a pairwise method alone, without standard errors or a plot."""
+    needs = [m for m in methods if get(m).needs_background]
+    if needs and args.background is None:
+        raise CLIError(
+            f"{', '.join(needs)} {'needs' if len(needs) == 1 else 'need'} background rows for "
+            "interventional TreeSHAP: pass --background FILE (e.g. a sample of the training data)"
+        )
+    if args.background is not None and not needs:
+        raise CLIError(
+            "--background is the data of the interventional methods (--attribution "
+            "interventional, or tree_inner_interventional ...); none of the methods uses it"
+        )
+    pairwise = [m for m in methods if get(m).pairwise]
+    if not pairwise:
+        return
+    if len(methods) > 1:
+        raise CLIError(
+            f"{pairwise[0]} gives a feature x feature matrix: pass it alone as --method (the "
+            "per-feature methods in another run)"
+        )
+    for option, given in (("--bootstrap", args.bootstrap), ("--plot", args.plot is not None)):
+        if given:
+            raise CLIError(
+                f"{pairwise[0]} gives a matrix without standard errors: leave out {option}"
+            )
+
+
 def _check_explain(args: argparse.Namespace) -> list[str]:
     """The methods to compute, after checking every option that can fail before any work."""
-    methods = resolve(args.method or DEFAULT_CLI_METHODS, args.attribution)
+    methods = resolve(args.method or DEFAULT_CLI_METHODS, args.attribution, optional=True)
+    _check_optional(args, methods)
     for option in ("--top", "--chunk-rows", "--n-repeats"):
         value = getattr(args, option[2:].replace("-", "_"))
         if value is not None:
@@ -211,14 +241,14 @@ def _drop_missing_gains(ens: Any, X: Any, methods: list[str], reference: Any = N
 
 
 def _explain_frame(
-    args: argparse.Namespace, ens: Any, data: tuple[Any, Any, Any, Any], methods: list[str]
+    args: argparse.Namespace, ens: Any, data: tuple[Any, Any, Any, Any, Any], methods: list[str]
 ) -> pd.DataFrame:
     """The table of ``explain``: the significance table (chunked; ``compute_significance``),
     the score table with --no-se (chunked; ``compute_importance``), or the score table with
     bootstrap standard errors (one library call) with --bootstrap."""
     import treeinner
 
-    X, y, w, reference = data
+    X, y, w, reference, background = data
     if _lazy(args):  # the bar counts the partition tasks as the library schedules them
         bar = _bar(args, f"{PROG} explain", 0, "tasks")
     else:
@@ -232,6 +262,7 @@ def _explain_frame(
             "reference": reference,
             "chunk_rows": args.chunk_rows,
             "progress": bar,
+            "background": background,
         }
         if not args.bootstrap and not args.no_se:
             return compute_significance(ens, X, y, methods, alpha=args.alpha, **common)
@@ -250,6 +281,7 @@ def _explain_frame(
             # the reference stays fixed, the rows of --data are resampled
             reference=reference if any(get(m).uses_reference for m in methods) else None,
             n_bootstrap=args.bootstrap,
+            background=background,
         )
         bar.update(len(X))
         return frame
@@ -263,6 +295,7 @@ def _settings(args: argparse.Namespace, ens: Any, methods: list[str], n_rows: in
         "target": args.target,
         "weight": args.weight,
         "reference": args.reference,
+        "background": args.background,
         "n_rows": None if n_rows is None else int(n_rows),
         "objective": ens.objective,
         "methods": methods,
@@ -274,19 +307,64 @@ def _settings(args: argparse.Namespace, ens: Any, methods: list[str], n_rows: in
     }
 
 
+def _pairwise_frame(
+    args: argparse.Namespace, ens: Any, data: tuple[Any, Any, Any], method: str
+) -> pd.DataFrame:
+    """The feature x feature matrix of a pairwise method (one library call)."""
+    import treeinner
+
+    X, y, w = data
+    lazy = _lazy(args)
+    with _bar(args, f"{PROG} explain", 0 if lazy else len(X), "tasks" if lazy else "rows") as bar:
+        show_label(bar, method)
+        with dask_progress(bar, lazy):
+            frame = treeinner.importance(ens, X, y, methods=[method], sample_weight=w)
+        if not lazy:
+            bar.update(len(X))
+    return frame
+
+
+def _format_pairwise(frame: pd.DataFrame, method: str, top: int | None) -> str:
+    """A pairwise matrix as text, headed by the method's name and what it is: with ``top``,
+    the rows and columns of the ``top`` features of largest row sum (their per-feature
+    score)."""
+    if top is not None:
+        keep = frame.sum(axis=1).sort_values(ascending=False, kind="stable").index[:top]
+        frame = frame.loc[keep, keep]
+    text = frame.rename_axis("feature").to_string(float_format=lambda v: f"{v:.6g}")
+    note = (
+        "rows and columns: features; off the diagonal half the held-out value of the pair's "
+        "interaction (the entry (j, k) plus (k, j) is the pair's), on it the main effect's; a "
+        "row sums to the feature's tree_inner_shap."
+    )
+    return f"{method}: {get(method).summary}\n{text}\n\n" + textwrap.fill(note, width=100)
+
+
 def explain(args: argparse.Namespace) -> int:
     """``treeinner explain``: print (and write, and plot) the significance table (the
-    importance table with --no-se or --bootstrap)."""
+    importance table with --no-se or --bootstrap; the matrix of a pairwise method)."""
     methods = _check_explain(args)
     with _cluster(args):
         ens, X, y, w, reference, n = _read_inputs(args)
+        background = None
+        if args.background is not None:
+            background = _io.background_rows(ens, args.background, args.target, args.weight)
         if args.method is None:
             _drop_missing_gains(ens, X, methods, reference)
         try:
-            frame = _explain_frame(args, ens, (X, y, w, reference), methods)
+            if get(methods[0]).pairwise:
+                frame = _pairwise_frame(args, ens, (X, y, w), methods[0])
+            else:
+                frame = _explain_frame(args, ens, (X, y, w, reference, background), methods)
         except ValueError as e:
             _hint_reference(e, reference, "explain")
             raise
+    if get(methods[0]).pairwise:
+        print(_format_pairwise(frame, methods[0], args.top))
+        sys.stdout.flush()
+        if args.out is not None:
+            _io.write_pairwise(args.out, frame, _settings(args, ens, methods, n))
+        return 0
     long = "method" in frame.columns  # the significance table
     if long:
         print(_format_significance(frame, args.top, args.alpha))

@@ -168,6 +168,7 @@ def _setup(
     random_state: Any,
     reference: Any,
     chunk_rows: Any,
+    background: Any = None,
 ) -> tuple[Any, Any, Options, int | None]:
     """The ensemble, labels, shared ``Options`` and checked chunk size of one computation."""
     import treeinner
@@ -180,7 +181,11 @@ def _setup(
     if w is not None and not is_dask(w):
         w = np.asarray(w, dtype=np.float64)
     opts = Options(
-        sample_weight=w, reference=reference, random_state=random_state, n_repeats=n_repeats
+        sample_weight=w,
+        reference=reference,
+        random_state=random_state,
+        n_repeats=n_repeats,
+        background=background,
     )
     return ens, y, opts, chunk_rows
 
@@ -205,6 +210,7 @@ def compute_importance(
     reference: Any = None,
     chunk_rows: int | None = None,
     progress: tqdm | None = None,
+    background: Any = None,
 ) -> pd.DataFrame:
     """``treeinner.importance`` computed through the method registry in chunks of rows.
 
@@ -237,6 +243,8 @@ def compute_importance(
         Bar to advance by the rows done (its ``total`` should be ``work_rows(methods,
         n_rows)``: every method that reads the data is one pass over the rows); its postfix
         names the method being computed.
+    background : array-like, optional
+        The background rows of the methods with interventional TreeSHAP.
 
     Returns
     -------
@@ -245,9 +253,11 @@ def compute_importance(
         the outputs of a multi-output model).
     """
     ens, y, opts, chunk_rows = _setup(
-        model, y, sample_weight, n_repeats, random_state, reference, chunk_rows
+        model, y, sample_weight, n_repeats, random_state, reference, chunk_rows, background
     )
     specs = [get(m) for m in methods]
+    if any(m.pairwise for m in specs):
+        raise InputError("a pairwise method gives a matrix, not a column; compute it alone.")
     lazy = is_dask(X)
     n = 0 if lazy else n_rows(X)
     cols: dict[str, np.ndarray] = {}
@@ -286,6 +296,7 @@ def compute_significance(
     reference: Any = None,
     chunk_rows: int | None = None,
     progress: tqdm | None = None,
+    background: Any = None,
 ) -> pd.DataFrame:
     """``treeinner.significance`` computed through the method registry in chunks of rows.
 
@@ -299,7 +310,7 @@ def compute_significance(
 
     Parameters
     ----------
-    model, X, y, methods, sample_weight, n_repeats, random_state, reference, chunk_rows
+    model, X, y, methods, sample_weight, n_repeats, random_state, reference, chunk_rows, background
         As for ``compute_importance``.
     alpha : float, default 0.05
         The intervals are ``1 - alpha`` two-sided normal intervals.
@@ -317,9 +328,11 @@ def compute_significance(
     """
     alpha = check_alpha(alpha)
     ens, y, opts, chunk_rows = _setup(
-        model, y, sample_weight, n_repeats, random_state, reference, chunk_rows
+        model, y, sample_weight, n_repeats, random_state, reference, chunk_rows, background
     )
     specs = [get(m) for m in methods]
+    if any(m.pairwise for m in specs):
+        raise InputError("a pairwise method has no significance table; compute it alone.")
     lazy = is_dask(X)
     n = 0 if lazy else n_rows(X)
     est: dict[str, _stats.Estimate | None] = {}

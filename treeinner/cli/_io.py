@@ -300,6 +300,31 @@ def split_data(
     return _as_categoricals(ens, X, path), y, w
 
 
+def background_rows(ens: Any, path: str, target: str, weight: str | None) -> pd.DataFrame:
+    """The model's features of a ``--background`` file (its target and weight columns, if
+    it has them, left out)."""
+    df = read_table(path, "background file")
+    X = df.drop(columns=[c for c in (target, weight) if c is not None and c in df.columns])
+    if ens.named:
+        X = _match_features(ens, X, path)
+    return _as_categoricals(ens, X, path)
+
+
+def write_pairwise(path: str, frame: pd.DataFrame, settings: dict[str, Any]) -> None:
+    """Write a pairwise method's feature x feature matrix to ``path``: CSV (the features on
+    both axes, the first column named ``feature``), or JSON with the run's ``settings``, the
+    ``features`` and the ``matrix`` (a list of rows; NaN as null)."""
+    if not lower(path).endswith(".json"):
+        frame.rename_axis("feature").to_csv(path, float_format="%.17g")
+        return
+    doc = {
+        **settings,
+        "features": [str(f) for f in frame.index],
+        "matrix": [[_json_value(v) for v in row] for row in frame.to_numpy()],
+    }
+    write_text(path, json.dumps(doc, indent=2) + "\n")
+
+
 def write_text(path: str, text: str) -> None:
     """Write ``text`` to ``path`` (UTF-8)."""
     with open(path, "w", encoding="utf-8") as fh:

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .._api import ATTRIBUTIONS
-from .._methods import DEFAULT_CLI_METHODS, REGISTRY
+from .._methods import DEFAULT_CLI_METHODS, OPTIONAL, REGISTRY
 from ..selection import DEFAULT_ALPHA, DEFAULT_RULE, RULES
 from . import _commands
 from ._compute import MODES
@@ -35,7 +35,8 @@ def _attribution_option(p: argparse.ArgumentParser) -> None:
         default="predecomp",
         metavar="A",
         help=f"attribution of {' and '.join(families)}: {ATTRIBUTIONS[0]} (default), "
-        f"{', '.join(ATTRIBUTIONS[1:-1])} or {ATTRIBUTIONS[-1]}",
+        f"{', '.join(ATTRIBUTIONS[1:-1])} or {ATTRIBUTIONS[-1]} (explain also takes "
+        "interventional, with --background)",
     )
 
 
@@ -127,7 +128,17 @@ def _explain_parser(sub: Any, func: Any) -> None:
         metavar="M",
         help=f"one or more of {', '.join(REGISTRY)} (also comma-separated; default: "
         f"{' '.join(DEFAULT_CLI_METHODS)}, {_commands.STORED_GAINS} left out for models "
-        "without split gains)",
+        "without split gains); on request also "
+        f"{', '.join(m for m in OPTIONAL if not OPTIONAL[m].pairwise)} (with --background) "
+        f"and, alone, the pairwise {', '.join(m for m in OPTIONAL if OPTIONAL[m].pairwise)} "
+        "(a feature x feature matrix, without standard errors)",
+    )
+    ex.add_argument(
+        "--background",
+        metavar="FILE",
+        help="background rows (same columns; the target and weight columns, if there, are "
+        "ignored) of the methods with interventional TreeSHAP, e.g. a sample of the training "
+        "data",
     )
     ex.add_argument(
         "--out",

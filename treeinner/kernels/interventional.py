@@ -37,7 +37,18 @@ from numba import njit
 
 from .._format import MISSING_NONE, MISSING_ZERO, NUMERIC
 from ._threads import n_chunks, run_chunks
-from .routing import _goes_left, chunk_range
+from .attribution import _block_buffers, _copy_rows, _start_block
+from .routing import (
+    ROW_BLOCK,
+    _add_leaves,
+    _goes_left,
+    chunk_range,
+    general_nodes,
+    route,
+    route_top,
+    top_arrays,
+)
+from .treeshap import _fold_rows, _gradients
 
 #: Leaves with more distinct players on their path than this are never tabulated.
 MAX_TABLE_BITS = 12
@@ -240,72 +251,193 @@ def _popcount(x):
     return c
 
 
-@njit(cache=True, nogil=True)
-def _explain_chunk(X, nodes, f32, kind, nan_left, tree_offsets, tree_group, leaf_lo, leaf_node,
-                   leaf_d, cond_off, cond_node, cond_left, cond_bit, pl_off, pl, tab_off, bg_off,
-                   wt, U, Y, Z, bmask, n_bg, out, ch, nch):  # fmt: skip
-    """Rows of chunk ``ch`` of ``nch``: add every tree's interventional values to ``out``."""
+@njit(cache=True, error_model="numpy")
+def _tree_row(X, r, t, lo, hi, nodes, f32, kind, nan_left, leaf_lo, leaf_node, leaf_d, cond_off,
+              cond_node, cond_left, cond_bit, pl_off, pl, tab_off, bg_off, wt, U, Y, Z, bmask,
+              n_bg, scale, out, a0, g, dirs):  # fmt: skip
+    """Add ``scale`` times tree t's (nodes ``lo:hi``) interventional values of row ``r`` of
+    ``X`` to ``out[a0, :, g]``; ``dirs``: work, one entry per node of the largest tree."""
     value = nodes.value
-    feature = nodes.feature
-    bound = nodes.bound
-    n_trees = tree_offsets.shape[0] - 1
-    max_nodes = 0
-    for t in range(n_trees):
-        max_nodes = max(max_nodes, tree_offsets[t + 1] - tree_offsets[t])
-    dirs = np.zeros(max_nodes, dtype=np.uint8)
     one = np.uint64(1)
-    r0, r1 = chunk_range(ch, nch, X.shape[0])
+    _node_dirs(X, r, lo, hi, nodes, f32, kind, nan_left, nodes.feature, nodes.bound, dirs)
     inv = 1.0 / n_bg
+    for lf in range(leaf_lo[t], leaf_lo[t + 1]):
+        d = leaf_d[lf]
+        if d == 0:
+            continue
+        v = value[leaf_node[lf]] * scale
+        a = _leaf_mask(lf, lo, d, cond_off, cond_node, cond_left, cond_bit, dirs)
+        p0 = pl_off[lf]
+        o = tab_off[lf]
+        if tab_off[lf + 1] > o:
+            u = v * U[o + np.int64(a)]
+            y = Y[o + np.int64(a)]
+            for i in range(d):
+                bit = one << np.uint64(i)
+                if a & bit:
+                    out[a0, pl[p0 + i], g] += v * (y - Z[o + np.int64(a ^ bit)])
+                elif u != 0.0:
+                    out[a0, pl[p0 + i], g] -= u
+            continue
+        full = (one << np.uint64(d)) - one
+        sb = d - _popcount(a)
+        for b in range(n_bg):
+            m = bmask[bg_off[lf] + b]
+            if (m | a) != full:
+                continue
+            c = full & ~m
+            sx = _popcount(c)
+            gain = v * inv * wt[sx - 1, sb] if sx >= 1 else 0.0
+            loss = v * inv * wt[sx, sb - 1] if sb >= 1 else 0.0
+            for i in range(d):
+                bit = one << np.uint64(i)
+                if c & bit:
+                    out[a0, pl[p0 + i], g] += gain
+                elif not (a & bit):
+                    out[a0, pl[p0 + i], g] -= loss
+
+
+@njit(cache=True)
+def _max_nodes(tree_offsets):
+    """The number of nodes of the largest tree."""
+    m = 0
+    for t in range(tree_offsets.shape[0] - 1):
+        m = max(m, tree_offsets[t + 1] - tree_offsets[t])
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _explain_chunk(X, nodes, f32, kind, nan_left, tree_offsets, tree_group, tree_lo, tree_hi,
+                   leaf_lo, leaf_node, leaf_d, cond_off, cond_node, cond_left, cond_bit, pl_off,
+                   pl, tab_off, bg_off, wt, U, Y, Z, bmask, n_bg, out, ch, nch):  # fmt: skip
+    """Rows of chunk ``ch`` of ``nch``: add the interventional values of trees
+    ``tree_lo:tree_hi`` to ``out``."""
+    dirs = np.zeros(_max_nodes(tree_offsets), dtype=np.uint8)
+    r0, r1 = chunk_range(ch, nch, X.shape[0])
     for r in range(r0, r1):
-        for t in range(n_trees):
-            lo = tree_offsets[t]
-            g = tree_group[t]
-            _node_dirs(X, r, lo, tree_offsets[t + 1], nodes, f32, kind, nan_left, feature, bound,
-                       dirs)  # fmt: skip
-            for lf in range(leaf_lo[t], leaf_lo[t + 1]):
-                d = leaf_d[lf]
-                if d == 0:
-                    continue
-                v = value[leaf_node[lf]]
-                a = _leaf_mask(lf, lo, d, cond_off, cond_node, cond_left, cond_bit, dirs)
-                p0 = pl_off[lf]
-                o = tab_off[lf]
-                if tab_off[lf + 1] > o:
-                    u = v * U[o + np.int64(a)]
-                    y = Y[o + np.int64(a)]
-                    for i in range(d):
-                        bit = one << np.uint64(i)
-                        if a & bit:
-                            out[r, pl[p0 + i], g] += v * (y - Z[o + np.int64(a ^ bit)])
-                        elif u != 0.0:
-                            out[r, pl[p0 + i], g] -= u
-                    continue
-                full = (one << np.uint64(d)) - one
-                sb = d - _popcount(a)
-                for b in range(n_bg):
-                    m = bmask[bg_off[lf] + b]
-                    if (m | a) != full:
-                        continue
-                    c = full & ~m
-                    sx = _popcount(c)
-                    gain = v * inv * wt[sx - 1, sb] if sx >= 1 else 0.0
-                    loss = v * inv * wt[sx, sb - 1] if sb >= 1 else 0.0
-                    for i in range(d):
-                        bit = one << np.uint64(i)
-                        if c & bit:
-                            out[r, pl[p0 + i], g] += gain
-                        elif not (a & bit):
-                            out[r, pl[p0 + i], g] -= loss
+        for t in range(tree_lo, tree_hi):
+            _tree_row(X, r, t, tree_offsets[t], tree_offsets[t + 1], nodes, f32, kind, nan_left,
+                      leaf_lo, leaf_node, leaf_d, cond_off, cond_node, cond_left, cond_bit,
+                      pl_off, pl, tab_off, bg_off, wt, U, Y, Z, bmask, n_bg, 1.0, out, r,
+                      tree_group[t], dirs)  # fmt: skip
 
 
-def explain(X, nodes, f32, kinds, tree_offsets, tree_group, leaves, tables, n_bg, out):
+def explain(X, nodes, f32, kinds, tree_offsets, tree_group, leaves, tables, n_bg, out,
+            tree_lo=0, tree_hi=-1):  # fmt: skip
     """Add the interventional values of rows ``X`` to ``out`` (n, n_players, n_outputs).
 
     ``kinds``: ``node_kinds(nodes)``; ``leaves``: ``(leaf_lo, leaf_node, leaf_d, cond_off,
     cond_node, cond_left, cond_bit, pl_off, pl)``; ``tables``: ``(tab_off, bg_off, wt, U, Y,
-    Z, bmask)``. Spread over threads by rows."""
+    Z, bmask)``; trees ``tree_lo:tree_hi`` (-1: to the last). Spread over threads by rows."""
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
-    nch = n_chunks(n * max(n_trees, 1), n)
-    run_chunks(_explain_chunk, nch, X, nodes, f32, *kinds, tree_offsets, tree_group, *leaves,
-               *tables, n_bg, out)  # fmt: skip
+    tree_hi = n_trees if tree_hi < 0 else tree_hi
+    nch = n_chunks(n * max(tree_hi - tree_lo, 1), n)
+    run_chunks(_explain_chunk, nch, X, nodes, f32, *kinds, tree_offsets, tree_group,
+               np.int64(tree_lo), np.int64(tree_hi), *leaves, *tables, n_bg, out)  # fmt: skip
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _inner_chunk(X, y, w, nodes, general, layout, stages, kind, nan_left, leaf_lo, leaf_node,
+                 leaf_d, cond_off, cond_node, cond_left, cond_bit, pl_off, pl, tab_off, bg_off,
+                 wt, U, Y, Z, bmask, n_bg, lr, forest, acc, pcredit, s1, s2, s2t, swu, ch,
+                 nch):  # fmt: skip
+    """Chunk ``ch`` of ``nch`` (row blocks) of ``inner`` (``s1`` empty: the rows' terms go
+    to ``acc[ch]``) or of ``inner_moments`` (the terms go to a (ROW_BLOCK, n_players,
+    n_outputs) buffer, folded into ``s1[ch]``, ``s2[ch]``, ``s2t[ch]``, ``swu[ch]`` at the
+    end of every block; ``acc`` has no rows and gives the buffer's shape): the staged pass of
+    ``kernels.treeshap._inner_chunk`` with ``_tree_row`` as the per-tree attribution."""
+    iter_ptr, base_margin, code, prm, f32, f32_sum = stages
+    tree_offsets = nodes.tree_offsets
+    tree_group = nodes.tree_group
+    meta, tbound, top_depth, top_off, bot_off, bottom, tree_flags = top_arrays(layout)
+    K = base_margin.shape[0]
+    moments = s1.shape[0] > 0
+    if moments:
+        rows = np.zeros((ROW_BLOCK, acc.shape[1], acc.shape[2]))
+    else:
+        rows = acc
+    dirs = np.zeros(_max_nodes(tree_offsets), dtype=np.uint8)
+    cu = np.empty((s1.shape[1], K))
+    idx, buf, F, delta, g, h, gsum = _block_buffers(layout.used, K)
+    n_rows = X.shape[0]
+    b0, b1 = chunk_range(ch, nch, (n_rows + ROW_BLOCK - 1) // ROW_BLOCK)
+    for r0 in range(b0 * ROW_BLOCK, min(n_rows, b1 * ROW_BLOCK), ROW_BLOCK):
+        m = _start_block(X, r0, n_rows, layout.used, buf, base_margin, F, gsum)
+        for it in range(iter_ptr.shape[0] - 1):
+            _gradients(code, prm, y, r0, m, F, g, h)
+            _copy_rows(F, delta, m)
+            if forest:
+                for k in range(m):
+                    for c in range(K):
+                        gsum[k, c] -= w[r0 + k] * g[k, c]
+            for t in range(iter_ptr[it], iter_ptr[it + 1]):
+                if not route_top(m, t, meta, tbound, top_depth, top_off, bot_off, bottom,
+                                 tree_flags, buf, idx):  # fmt: skip
+                    if general is not None:
+                        route(X, r0, m, t, layout, general, f32, buf, idx)
+                c = tree_group[t]
+                _add_leaves(delta, idx, nodes.value, m, c, f32_sum)
+                if forest:
+                    continue
+                for k in range(m):
+                    s = -w[r0 + k] * g[k, c] / lr[t]
+                    a0 = k if moments else ch
+                    if s != 0.0:
+                        _tree_row(X, r0 + k, t, tree_offsets[t], tree_offsets[t + 1], nodes, f32,
+                                  kind, nan_left, leaf_lo, leaf_node, leaf_d, cond_off, cond_node,
+                                  cond_left, cond_bit, pl_off, pl, tab_off, bg_off, wt, U, Y, Z,
+                                  bmask, n_bg, s, rows, a0, c,
+                                  dirs)  # fmt: skip
+            _copy_rows(delta, F, m)
+        if forest:
+            for t in range(tree_offsets.shape[0] - 1):
+                c = tree_group[t]
+                for k in range(m):
+                    s = gsum[k, c]
+                    a0 = k if moments else ch
+                    if s != 0.0:
+                        _tree_row(X, r0 + k, t, tree_offsets[t], tree_offsets[t + 1], nodes, f32,
+                                  kind, nan_left, leaf_lo, leaf_node, leaf_d, cond_off, cond_node,
+                                  cond_left, cond_bit, pl_off, pl, tab_off, bg_off, wt, U, Y, Z,
+                                  bmask, n_bg, s, rows, a0, c,
+                                  dirs)  # fmt: skip
+        if moments:
+            _fold_rows(rows, m, w, r0, pcredit, cu, s1[ch], s2[ch], s2t[ch], swu[ch])
+
+
+def inner_chunks(n_rows, n_trees):
+    """The number of chunks (accumulators) of an ``inner`` pass over ``n_rows`` rows (a row
+    and tree cost about ten of a predict)."""
+    return n_chunks(10 * n_rows * max(n_trees, 1), (n_rows + ROW_BLOCK - 1) // ROW_BLOCK)
+
+
+def inner(X, y, w, nodes, layout, stages, kinds, leaves, tables, n_bg, lr, forest, acc):
+    """TreeInner or ForestInner with interventional TreeSHAP attributions, streamed: no
+    attribution is stored.
+
+    As ``kernels.treeshap.shap_inner``: one pass over the rows in boosting order with staged
+    margins (``stages``); for TreeInner every tree's interventional values of a row (against
+    the background summarised in ``tables``, as ``explain``) are added to ``acc[chunk,
+    player, output]`` scaled by ``w (-g) / lr[t]`` (g the gradient at the margin before the
+    tree's round); for ForestInner (``forest``) scaled by the row's summed ``w (-g)`` over the
+    trees of the output. ``acc`` has shape (n_chunks, n_players, n_outputs), n_chunks from
+    ``inner_chunks``.
+    """
+    none3 = np.zeros((0, 0, 0))
+    run_chunks(_inner_chunk, acc.shape[0], X, y, w, nodes, general_nodes(nodes, layout), layout,
+               stages, *kinds, *leaves, *tables, n_bg, lr, forest, acc, np.zeros((0, 0)), none3,
+               none3, np.zeros((0, 0)), none3)  # fmt: skip
+
+
+def inner_moments(X, y, w, nodes, layout, stages, kinds, leaves, tables, n_bg, lr, forest,
+                  pcredit, s1, s2, s2t, swu):  # fmt: skip
+    """``inner``'s per-row terms and the sums of their squares, per chunk of rows, as
+    ``kernels.treeshap.shap_inner_moments`` (``pcredit`` (n_players, n_output_features),
+    empty: players are the features; ``s1``, ``s2``, ``swu`` (n_chunks, n_output_features,
+    n_outputs) and ``s2t`` (n_chunks, n_output_features) zeroed by the caller)."""
+    n_players = pcredit.shape[0] if pcredit.shape[0] > 0 else s1.shape[1]
+    shape = np.zeros((0, n_players, s1.shape[2]))
+    run_chunks(_inner_chunk, s1.shape[0], X, y, w, nodes, general_nodes(nodes, layout), layout,
+               stages, *kinds, *leaves, *tables, n_bg, lr, forest, shape, pcredit, s1, s2, s2t,
+               swu)  # fmt: skip
