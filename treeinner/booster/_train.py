@@ -813,10 +813,16 @@ class Trainer:
         if cfg.group_test:
             from ..kernels.group_test import GroupTester
 
-            self.grower.gt = GroupTester(
-                binned.bins_t, binned.n_bins, np.flatnonzero(~is_cat).astype(np.int64),
-                cfg.n_select, cfg.delta, rng,
-            )  # fmt: skip
+            try:
+                self.grower.gt = GroupTester(
+                    binned.bins_t, binned.n_bins, np.flatnonzero(~is_cat).astype(np.int64),
+                    cfg.n_select, cfg.delta, rng,
+                )  # fmt: skip
+            except ValueError as e:  # the prefix-sum table would not fit
+                raise InputError(
+                    f"split_search='group_test' cannot keep its prefix sums in memory ({e}); "
+                    "use fewer rows, a smaller n_select or a larger delta."
+                ) from None
         self.random_rows = n_parts > 1
         self.idx_template = np.arange(n, dtype=np.int32)
         self.bounds_template = np.array([0, n], dtype=np.int64)
