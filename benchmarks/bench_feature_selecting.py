@@ -1,4 +1,12 @@
-"""Feature-selecting boosting (GT-GBM's group testing) on the paper's synthetic data.
+"""Feature-selecting boosting (Han et al. 2020): GT-GBM's recovery, time and score against d,
+and multitask selection.
+
+Part ``scaling`` (``feature_selecting_scaling.py``): training time and test score against the
+number of features for GT-GBM, A-GBM, GBFS, the booster without penalty, and "fit all, keep the
+top k by gain / by TreeInner on validation rows, refit" with XGBoost and LightGBM, each tuned on
+a validation split. Part ``multitask`` (``feature_selecting_multitask.py``): single task with a
+task feature, group-sparse multitask and full multitask on related tasks from real data. Both
+are described in docs/feature_selecting_benchmark.md.
 
 Part ``recovery``: Figure 1 of Han et al. (GT-GBM, Section 4.3). With ``s = 3``, ``delta =
 0.1`` and ``y = 2 x1 - 3 * 2**x2 + log2(1 + x3) + N(0, 1)``, all ``d`` features i.i.d.
@@ -233,10 +241,20 @@ def recovery_figure(doc: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-#: part name -> (runner, whether it draws a figure)
-PARTS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {"recovery": run_recovery}
-FIGURES: dict[str, Callable[[dict[str, Any], Path], None]] = {"recovery": recovery_figure}
-FIGURE_PATHS: dict[str, Path] = {"recovery": FIGURE}
+import feature_selecting_multitask as _multitask  # noqa: E402 (benchmarks/ is on sys.path)
+import feature_selecting_scaling as _scaling  # noqa: E402
+
+#: part name -> runner; the parts that draw a figure, and where
+PARTS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "recovery": run_recovery,
+    "scaling": _scaling.run,
+    "multitask": _multitask.run,
+}
+FIGURES: dict[str, Callable[[dict[str, Any], Path], None]] = {
+    "recovery": recovery_figure,
+    "scaling": _scaling.figure,
+}
+FIGURE_PATHS: dict[str, Path] = {"recovery": FIGURE, "scaling": _scaling.FIGURE}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         "--figure-dir", type=Path, default=None, help="where figures go (default docs/img)"
     )
     p.add_argument("--no-figure", action="store_true")
+    _scaling.add_arguments(p)
+    _multitask.add_arguments(p)
     args = p.parse_args(argv)
     parts = list(PARTS) if args.part == "all" else [args.part]
     for part in parts:
