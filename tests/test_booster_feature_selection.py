@@ -342,14 +342,12 @@ def test_group_test_models_keep_exact_statistics(cls, classes):
     assert est.ensemble_.params["n_select"] == 3
 
 
-def test_group_test_that_cannot_fit_in_memory(monkeypatch):
-    from functools import partial
-
-    from treeinner.kernels import group_test
-
-    monkeypatch.setattr(
-        group_test, "GroupTester", partial(group_test.GroupTester, max_table_bytes=64)
-    )
+def test_group_test_memory_budget(monkeypatch):
+    """The prefix sums get max(256 MiB, 2 bytes per value of X); a table that cannot fit even
+    with its sparsest storage is an InputError naming the remedies."""
     X, y = _paper_data(14, n=500, d=40)
+    est = GBMRegressor(n_estimators=1, **GT).fit(X, y)
+    assert est.n_histograms_["pseudo_feature_histograms"] > 0
+    monkeypatch.setattr(_train, "_GT_MIN_TABLE_BYTES", 64)  # 2 * 500 * 40 bytes is too small
     with pytest.raises(InputError, match="group_test.*memory"):
         GBMRegressor(n_estimators=2, **GT).fit(X, y)

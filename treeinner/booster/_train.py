@@ -20,6 +20,9 @@ from ..objectives import Objective
 _PARALLEL_HIST_WORK = 1 << 17
 _PARALLEL_CANDIDATES = 1 << 15
 _PARALLEL_ROWS = 1 << 15
+# Memory of the group test's prefix sums: at least this, or 2 bytes per value of the numeric
+# features (the binned data already take 2 per value)
+_GT_MIN_TABLE_BYTES = 256 << 20
 
 
 @dataclass
@@ -813,10 +816,12 @@ class Trainer:
         if cfg.group_test:
             from ..kernels.group_test import GroupTester
 
+            eligible = np.flatnonzero(~is_cat).astype(np.int64)
+            budget = max(_GT_MIN_TABLE_BYTES, 2 * n * eligible.shape[0])
             try:
                 self.grower.gt = GroupTester(
-                    binned.bins_t, binned.n_bins, np.flatnonzero(~is_cat).astype(np.int64),
-                    cfg.n_select, cfg.delta, rng,
+                    binned.bins_t, binned.n_bins, eligible, cfg.n_select, cfg.delta, rng,
+                    max_table_bytes=budget,
                 )  # fmt: skip
             except ValueError as e:  # the prefix-sum table would not fit
                 raise InputError(
