@@ -740,7 +740,7 @@ class GBMRegressor(RegressorMixin, _GBMBase):
         chosen and made only if its gain less mu beats every other split and
         ``min_split_gain``, so the model adds a feature only when it pays for it. 0 changes
         nothing (identical trees); a large mu makes the model stop adding features (a model
-        that has none left makes no split). Needs ``split="gain"``. See Notes.
+        that has none left makes no split). Needs ``split="gain"``.
     penalty_scaling : {"none", "root"}, default "none"
         "none": mu is in gain units (GBFS). "root" (A-GBM): every tree's gains are divided by
         the Newton residual sum of squares of its root, ``sum_i (w g_i)^2 / (w h_i) - G^2 /
@@ -756,8 +756,9 @@ class GBMRegressor(RegressorMixin, _GBMBase):
         ``ceil(e * n_select * log(n_select / delta))`` random subsets of about ``n_features
         / n_select`` numeric features, drawn once per fit, binary halving by the best split of
         the subsets' summed pseudo-features), the features the model already uses and the
-        categorical features; with ``feature_penalty`` a new candidate pays mu as above.
-        Needs ``split="gain"``. See Notes.
+        categorical features; with ``feature_penalty`` a new candidate pays mu as above. Its
+        prefix sums take at most max(256 MiB, 2 bytes per value of X). Needs
+        ``split="gain"``. See ``docs/methods.md``.
     n_select : int, default 10
         s of the group test: the number of features expected to matter.
     delta : float, default 0.1
