@@ -18,7 +18,7 @@ from .adapters import from_model
 from .attribution import Attribution, _tree_range
 from .ensemble import TreeEnsemble
 from .kernels import interventional as K
-from .treeshap import _players
+from .treeshap import _players, chunked_moments
 
 __all__ = ["tree_shap_interventional"]
 
@@ -265,23 +265,7 @@ def interventional_inner_moments(
     phi_{t,j}(x_i)`` over the trees t of output c, phi_t tree t's interventional values;
     with ``forest``, ``w_i GS[i, c] sum_t phi_{t,j}(x_i)``), from the same pass."""
     su, n, blocks, yv, w, args = _inner_pass(ens, X, y, background, sample_weight)
-    n_feat = su.n_players if su.pcredit is None else su.pcredit.shape[1]
-    pcredit = np.empty((0, 0)) if su.pcredit is None else np.ascontiguousarray(su.pcredit, float)
     n_chunks = K.inner_chunks(n, ens.n_trees)
-    s1 = np.zeros((n_chunks, n_feat, ens.n_outputs))
-    s2 = np.zeros_like(s1)
-    swu = np.zeros_like(s1)
-    s2t = np.zeros((n_chunks, n_feat))
-    rest = (*args, bool(forest), pcredit, s1, s2, s2t, swu)
-    for start, block in blocks:
-        stop = start + block.shape[0]
-        K.inner_moments(block, yv[start:stop], w[start:stop], *rest)
-    return Moments(
-        s1=s1.sum(axis=0),
-        s2=s2.sum(axis=0),
-        s2_total=s2t.sum(axis=0),
-        n=n,
-        sw=float(w.sum()),
-        sw2=float(w @ w),
-        swu=swu.sum(axis=0),
+    return chunked_moments(
+        K.inner_moments, su, n, n_chunks, ens.n_outputs, blocks, yv, w, args, forest
     )

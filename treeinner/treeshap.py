@@ -472,16 +472,37 @@ def _shap_inner_moments(
         output features, and ``n``, ``sw = sum_i w_i``, ``sw2 = sum_i w_i**2``.
     """
     su, n, blocks, yv, w, n_chunks, args = _inner_pass(ens, X, y, sample_weight)
+    return chunked_moments(
+        K.shap_inner_moments, su, n, n_chunks, ens.n_outputs, blocks, yv, w, args, forest
+    )
+
+
+def chunked_moments(
+    kernel: Any,
+    su: Any,
+    n: int,
+    n_chunks: int,
+    n_outputs: int,
+    blocks: Any,
+    yv: np.ndarray,
+    w: np.ndarray,
+    args: tuple[Any, ...],
+    forest: bool,
+) -> Moments:
+    """Run a streamed ``*_inner_moments`` kernel, called as ``kernel(block, y, w, *args,
+    forest, pcredit, s1, s2, s2_total, swu)``, over the row ``blocks`` with one set of
+    accumulators per chunk (``n_chunks``), and return the Moments of its per-row terms over
+    the output features of ``su`` (its ``pcredit`` credits players to output features)."""
     n_feat = su.n_players if su.pcredit is None else su.pcredit.shape[1]
     pcredit = np.empty((0, 0)) if su.pcredit is None else np.ascontiguousarray(su.pcredit, float)
-    s1 = np.zeros((n_chunks, n_feat, ens.n_outputs))
+    s1 = np.zeros((n_chunks, n_feat, n_outputs))
     s2 = np.zeros_like(s1)
     swu = np.zeros_like(s1)
     s2t = np.zeros((n_chunks, n_feat))
-    rest = (*args, forest, pcredit, s1, s2, s2t, swu)
+    rest = (*args, bool(forest), pcredit, s1, s2, s2t, swu)
     for start, block in blocks:
         stop = start + block.shape[0]
-        K.shap_inner_moments(block, yv[start:stop], w[start:stop], *rest)
+        kernel(block, yv[start:stop], w[start:stop], *rest)
     return Moments(
         s1=s1.sum(axis=0),
         s2=s2.sum(axis=0),
