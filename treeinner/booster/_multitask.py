@@ -204,11 +204,11 @@ class _MultiTaskBase(BaseEstimator):
         self.task_selected_features_ = [est.selected_features_ for est in estimators]
         first: dict[int, tuple[int, int]] = {}
         for k, res in enumerate(results):  # the common set: by round of first use, then task
-            rounds = np.repeat(np.arange(res.n_rounds), len(res.trees) // max(res.n_rounds, 1))
+            per_round = len(res.trees) // max(res.n_rounds, 1)  # the objective's outputs
             for m, tree in enumerate(res.trees):
                 for node in tree.split_order.tolist():
                     f = int(tree.feature[node])
-                    key = (int(rounds[m]), k)
+                    key = (m // per_round, k)
                     if f not in first or key < first[f]:
                         first[f] = key
         self.selected_features_ = np.array(

@@ -182,6 +182,13 @@ class TreeArrays:
     root_scale: float  # the gains' divisor of penalty_scaling="root" (1.0 otherwise)
 
 
+def feature_blocks(n_feats: int, threads: int) -> np.ndarray:
+    """Boundaries (int64) of the feature blocks of a histogram pass: ``n_feats`` features in
+    one block per thread, at most one per feature."""
+    T = max(1, min(threads, n_feats))
+    return np.round(np.linspace(0, n_feats, T + 1)).astype(np.int64)
+
+
 class _Pool:
     """Histogram slots in one flat array, grown on demand."""
 
@@ -353,9 +360,7 @@ class Grower:
                 t.evaluated[k] = True
                 t.feature[k] = -1
                 continue
-            T = max(1, min(n_threads(), fk.shape[0]))
-            fblock = np.round(np.linspace(0, fk.shape[0], T + 1)).astype(np.int64)
-            self._build(t, [k], idx, gh, fk, fblock)
+            self._build(t, [k], idx, gh, fk, feature_blocks(fk.shape[0], n_threads()))
             self._find(t, [k], fk, idx, gh)
 
     def _build(
@@ -872,8 +877,7 @@ class Trainer:
                 feats = np.sort(rng.choice(p, size=self.n_feat, replace=False)).astype(np.int64)
             else:
                 feats = np.arange(p, dtype=np.int64)
-            T = max(1, min(self.threads, feats.shape[0]))
-            fblock = np.round(np.linspace(0, feats.shape[0], T + 1)).astype(np.int64)
+            fblock = feature_blocks(feats.shape[0], self.threads)
             tree = self.grower.grow(idx, bounds0, self.gh_all[c], feats, fblock, F, c)
             for Xe, _, Fe in self.evals:
                 K.add_tree(
