@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .. import _input
+from .._api import check_choice
 from .._errors import InputError, InputTypeError, UnsupportedModelError
 from .._format import MISSING_NAN
 from .._staged import _weights
@@ -305,12 +306,10 @@ class _GBMBase(BaseEstimator):
     # ------------------------------------------------------------------ parameters
     def _config(self) -> _train.Config:
         _n_threads(self.n_jobs)
-        if self.split not in _SPLITS:
-            raise InputError(f"split must be one of {_SPLITS}, got {self.split!r}.")
-        if self.unbiased_ratio not in _RATIOS:
-            raise InputError(
-                f"unbiased_ratio must be one of {_RATIOS}, got {self.unbiased_ratio!r}."
-            )
+        check_choice("split", self.split, _SPLITS)
+        check_choice("unbiased_ratio", self.unbiased_ratio, _RATIOS)
+        check_choice("penalty_scaling", self.penalty_scaling, _SCALINGS)
+        check_choice("split_search", self.split_search, _SEARCHES)
         max_depth = _int_param("max_depth", self.max_depth, 1, allow_none=True)
         num_leaves = _int_param("num_leaves", self.num_leaves, 2, allow_none=True)
         if max_depth is None and num_leaves is None:
@@ -318,12 +317,6 @@ class _GBMBase(BaseEstimator):
         msg = self.min_split_gain
         if not (isinstance(msg, numbers.Real) and not isinstance(msg, bool) and np.isfinite(msg)):
             raise InputError(f"min_split_gain must be a finite number, got {msg!r}.")
-        if self.penalty_scaling not in _SCALINGS:
-            raise InputError(
-                f"penalty_scaling must be one of {_SCALINGS}, got {self.penalty_scaling!r}."
-            )
-        if self.split_search not in _SEARCHES:
-            raise InputError(f"split_search must be one of {_SEARCHES}, got {self.split_search!r}.")
         mu = _float_param("feature_penalty", self.feature_penalty, 0.0, False)
         group_test = self.split_search == "group_test"
         if (mu > 0 or group_test) and self.split != "gain":
