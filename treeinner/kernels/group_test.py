@@ -390,7 +390,6 @@ class GroupTester:
             raise ValueError("eligible features must be distinct")
         n_select = int(n_select)
         d = eligible.size
-        self.n_rows = n
         self.n_pseudo_histograms = 0
         self.last_picks = np.empty(0, dtype=np.int64)
         self.n_groups = n_subsets(n_select, delta) if d else 0
