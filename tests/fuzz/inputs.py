@@ -7,9 +7,12 @@ a few trees on a few hundred rows), generates the corpus (over 150 API cases and
 lines), and runs ``n`` of them (all with ``n=None``; a cap keeps both kinds, in a seeded
 order) to ``_outcome.Case``s:
 
-* API cases call ``treeinner.importance``, ``tree_inner``, ``forest_inner``, ``tree_shap``,
-  ``predecomp``, ``saabas``, ``total_gain``, ``unbiased_gain``, ``significance``,
-  ``select_features``, ``node_values``, ``TreeInnerSelector`` and ``Attribution`` methods with
+* API cases call ``treeinner.importance``, ``tree_inner`` (also with interventional TreeSHAP
+  and its background), ``forest_inner``, ``tree_shap``, ``tree_shap_interactions``,
+  ``tree_shap_interventional``, ``tree_inner_interactions``, ``predecomp``, ``saabas``,
+  ``total_gain``, ``unbiased_gain``, ``significance``, ``select_features``, ``node_values``,
+  ``TreeInnerSelector``, the native booster's feature-selection parameters, the multitask
+  estimators' inputs and ``Attribution`` methods with
   a bad X (empty, wrong shape or dtype, strings, categories for a numeric feature, ...), y
   (wrong length, NaN, soft labels, ...), ``sample_weight``, count, level, flag, choice, or
   keyword. ``refused`` when a ``treeinner.TreeinnerError`` is raised, ``foreign`` for any
@@ -139,6 +142,9 @@ def _right(result: Any, n_rows: int) -> bool:
     if isinstance(result, treeinner.Attribution):
         shape = (n_rows, len(COLUMNS))
         return result.values.shape[:2] == shape and _finite(result.values, empty=True)
+    if isinstance(result, treeinner.Interactions):
+        shape = (n_rows, len(COLUMNS), len(COLUMNS))
+        return result.values.shape[:3] == shape and _finite(result.values, empty=True)
     if isinstance(result, list):  # select_features
         return all(isinstance(f, str) and f in COLUMNS for f in result)
     if isinstance(result, pd.DataFrame) and "score" in result.columns:  # significance
@@ -207,7 +213,17 @@ def _xy_functions() -> dict[str, Callable[..., Any]]:
         ),
         "significance": treeinner.significance,
         "select_features": treeinner.select_features,
+        "tree_inner_interactions": treeinner.tree_inner_interactions,
+        "tree_inner_interventional": lambda m, X, y, **k: treeinner.tree_inner(
+            m, X, y, attribution="interventional", background=_background(m), **k
+        ),
     }
+
+
+def _background(model: Any) -> pd.DataFrame:
+    """Valid background rows for ``model`` (the categorical model's frame for it)."""
+    ctx = context()
+    return (ctx.Xcat if model is ctx.models["xgb_cat"] else ctx.X).iloc[:20]
 
 
 def _x_functions() -> dict[str, Callable[..., Any]]:
@@ -217,6 +233,10 @@ def _x_functions() -> dict[str, Callable[..., Any]]:
         "tree_shap": treeinner.tree_shap,
         "predecomp": treeinner.predecomp,
         "saabas": treeinner.saabas,
+        "tree_shap_interactions": treeinner.tree_shap_interactions,
+        "tree_shap_interventional": lambda m, X, **k: treeinner.tree_shap_interventional(
+            m, X, _background(m), **k
+        ),
     }
 
 
@@ -495,7 +515,94 @@ def _range_and_reference_cases(ctx: Ctx) -> list[ApiCase]:
                 False,
             ),
             "node_values/attribution=lime": (lambda c: t.node_values(m, attribution="lime"), False),
+            **_background_cases(ctx),
             "node_values/reference=3": (lambda c: t.node_values(m, reference=3), False),
+        }
+    )
+
+
+def _background_cases(ctx: Ctx) -> dict[str, tuple[Callable[[Ctx], Any], bool]]:
+    """Bad and valid backgrounds of interventional TreeSHAP and TreeInner."""
+    import treeinner as t
+
+    X, y, m = ctx.X, ctx.y["reg"], ctx.models["xgb_reg"]
+    nan_bg = X.iloc[:20].copy()
+    nan_bg["a"] = np.nan
+    backgrounds = {
+        "none": (None, False),
+        "empty": (X.iloc[:0], False),
+        "wrong_width": (X.to_numpy()[:20, :3], False),
+        "missing_column": (X.iloc[:20].drop(columns="b"), False),
+        "strings": (X.iloc[:20].astype(str), False),
+        "scalar": (3.0, False),
+        "nan_column": (nan_bg, True),
+        "one_row": (X.iloc[:1], True),
+    }
+    out: dict[str, tuple[Callable[[Ctx], Any], bool]] = {}
+    for name, (bg, valid) in backgrounds.items():
+        out[f"tree_shap_interventional/background={name}"] = (
+            lambda c, bg=bg: t.tree_shap_interventional(m, X, bg),
+            valid,
+        )
+        out[f"tree_inner_interventional/background={name}"] = (
+            lambda c, bg=bg: t.tree_inner(m, X, y, attribution="interventional", background=bg),
+            valid,
+        )
+    out["tree_inner/background_without_interventional"] = (
+        lambda c: t.tree_inner(m, X, y, background=X.iloc[:20]),
+        False,
+    )
+    return out
+
+
+def _booster_cases(ctx: Ctx) -> list[ApiCase]:
+    """The native booster's feature-selection parameters and the multitask estimators'
+    inputs."""
+    from treeinner.booster import GBMRegressor, MultiTaskGBMRegressor
+
+    X, y = ctx.X, ctx.y["reg"]
+    small = {"n_estimators": 2, "max_depth": 2}
+
+    def fit(**kw):
+        return lambda c: GBMRegressor(**small, **kw).fit(X, y).predict(X)
+
+    def multi(Xs, ys, **kw):
+        est = GBMRegressor(**small)
+        return lambda c: MultiTaskGBMRegressor(est, **kw).fit(Xs, ys).predict(X, task=0)
+
+    tasks = X.assign(t=np.arange(N_ROWS) % 2)
+    return _cases(
+        {
+            "booster/feature_penalty=-1": (fit(feature_penalty=-1.0), False),
+            "booster/feature_penalty='0.1'": (fit(feature_penalty="0.1"), False),
+            "booster/feature_penalty=nan": (fit(feature_penalty=np.nan), False),
+            "booster/penalty_scaling=None": (fit(penalty_scaling=None), False),
+            "booster/split_search='scan'": (fit(split_search="scan"), False),
+            "booster/n_select=0": (fit(split_search="group_test", n_select=0), False),
+            "booster/n_select=1.5": (fit(split_search="group_test", n_select=1.5), False),
+            "booster/delta=1": (fit(split_search="group_test", delta=1.0), False),
+            "booster/group_test_unbiased": (
+                fit(split_search="group_test", split="unbiased"),
+                False,
+            ),
+            "booster/group_test_ok": (fit(split_search="group_test", n_select=2), True),
+            "booster/penalty_ok": (fit(feature_penalty=0.1, penalty_scaling="root"), True),
+            "multitask/one_y": (multi([X, X], [y]), False),
+            "multitask/not_lists": (multi(X, y), False),
+            "multitask/width_mismatch": (multi([X, X[["a", "b"]]], [y, y]), False),
+            "multitask/nan_y": (multi([X, X], [y, y * np.nan]), False),
+            "multitask/group_penalty=-1": (multi([X, X], [y, y], group_penalty=-1.0), False),
+            "multitask/task_column_missing": (
+                lambda c: MultiTaskGBMRegressor(task_column="zz").fit(tasks, y),
+                False,
+            ),
+            "multitask/task_column_nan": (
+                lambda c: MultiTaskGBMRegressor(task_column="t").fit(
+                    tasks.assign(t=np.where(np.arange(N_ROWS) < 5, np.nan, tasks["t"])), y
+                ),
+                False,
+            ),
+            "multitask/ok": (multi([X, X], [y, y], group_penalty=0.1), True),
         }
     )
 
@@ -557,6 +664,7 @@ def api_cases(seed: int = 0) -> list[ApiCase]:
         + _model_cases(ctx)
         + _range_and_reference_cases(ctx)
         + _selector_and_other_cases(ctx)
+        + _booster_cases(ctx)
     )
 
 
