@@ -186,6 +186,15 @@ def check_alpha(alpha: Any, upper: float = 1.0) -> float:
     return check_fraction("alpha", alpha, upper)
 
 
+def check_in_memory(X: Any, name: str, hint: str, what: str = "rows") -> None:
+    """An InputError naming ``name`` when ``X`` is a Dask collection, for the functions that
+    take in-memory ``what`` only (``hint``: what to do instead, or why)."""
+    if is_dask(X):
+        raise InputError(
+            f"{name} takes in-memory {what}; compute the Dask collection first ({hint})."
+        )
+
+
 def check_rows(X: Any, name: str = "X") -> int:
     """The number of rows of ``X``; an InputError when it has none (a score over no rows
     would be 0 for every feature, which no data supports). -1 for a Dask collection, whose

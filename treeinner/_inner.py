@@ -19,7 +19,7 @@ from ._stats import Moments, moments_from_rows, p_values
 from .adapters import from_model
 from .attribution import node_values, path_attribution
 from .ensemble import TreeEnsemble
-from .interventional import interventional_inner, interventional_inner_moments
+from .interventional import _SUMS_OVER_ROWS, interventional_inner, interventional_inner_moments
 from .interventional import tree_shap_interventional as _interventional_values
 from .kernels import attribution as K
 from .treeshap import _shap_inner, _shap_inner_moments, tree_shap
@@ -241,7 +241,7 @@ def forest_inner_interventional_moments(
 def _initial_interventional_rows(ens: TreeEnsemble, X: Any, y: Any, background: Any) -> np.ndarray:
     """``_initial_rows`` with the forest's interventional TreeSHAP values against
     ``background``."""
-    _check_in_memory(X)
+    _api.check_in_memory(X, "attribution='interventional'", _SUMS_OVER_ROWS)
     A = _interventional_values(ens, X, background).values
     if A.ndim == 2:
         A = A[:, :, None]
@@ -264,15 +264,6 @@ def forest_inner_initial_interventional_moments(
     rows = _initial_interventional_rows(ens, X, y, background)
     w = None if sample_weight is None else _weights(sample_weight, rows.shape[0])
     return moments_from_rows(rows, w)
-
-
-def _check_in_memory(X: Any) -> None:
-    if is_dask(X):
-        raise InputError(
-            "attribution='interventional' takes in-memory rows; compute the Dask collection "
-            "first (or map over its partitions and add the results: the scores are sums over "
-            "rows)."
-        )
 
 
 #: The sums of each public function with interventional TreeSHAP (they take the background

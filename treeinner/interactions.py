@@ -10,7 +10,6 @@ import pandas as pd
 
 from . import _api
 from ._api import public
-from ._dask import is_dask
 from ._errors import InputError
 from ._staged import _inputs, stages
 from .adapters import from_model
@@ -20,6 +19,9 @@ from .kernels import interactions as K
 from .treeshap import _expected_value, _setup, _ShapSetup, _simple
 
 __all__ = ["Interactions", "tree_inner_interactions", "tree_shap_interactions"]
+
+#: Why the interaction functions take in-memory rows only
+_SQUARED = "its output has n_features**2 values per row"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,14 +80,6 @@ class Interactions:
         return pd.DataFrame(m, index=names, columns=names)
 
 
-def _check_not_dask(X: Any, name: str) -> None:
-    if is_dask(X):
-        raise InputError(
-            f"{name} does not take Dask collections: compute the rows first (its output has "
-            "n_features**2 values per row)."
-        )
-
-
 def _credit2(su: _ShapSetup, a: np.ndarray, first: int) -> np.ndarray:
     """Players -> output features on axes ``first`` and ``first + 1``."""
     return su.credit(su.credit(a, axis=first), axis=first + 1)
@@ -138,7 +132,7 @@ def tree_shap_interactions(
         Where ``tree_shap`` raises it (linear leaves, too deep trees).
     """
     _api.check_choice("node_weight", node_weight, _api.NODE_WEIGHTS)
-    _check_not_dask(X, "tree_shap_interactions")
+    _api.check_in_memory(X, "tree_shap_interactions", _SQUARED)
     ens = from_model(model)
     lo, hi = _tree_range(ens, iteration_range)
     n, blocks = ens._blocks(X)
@@ -216,7 +210,7 @@ def tree_inner_interactions(
         For invalid rows, labels or ``output``, or a Dask collection.
     """
     _api.check_rows(X)
-    _check_not_dask(X, "tree_inner_interactions")
+    _api.check_in_memory(X, "tree_inner_interactions", _SQUARED)
     ens = from_model(model)
     if output is not None:
         _output_index(output, ens.n_outputs)

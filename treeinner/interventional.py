@@ -9,8 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._api import public
-from ._dask import is_dask
+from ._api import check_in_memory, public
 from ._errors import InputError, UnsupportedModelError
 from ._staged import _inputs, stages
 from ._stats import Moments
@@ -21,6 +20,9 @@ from .kernels import interventional as K
 from .treeshap import _players, chunked_moments
 
 __all__ = ["tree_shap_interventional"]
+
+#: What to do with a Dask collection instead, for the scores (sums over rows)
+_SUMS_OVER_ROWS = "or map over its partitions and add the results: the scores are sums over rows"
 
 
 def _weights() -> np.ndarray:
@@ -88,11 +90,7 @@ def _rows(
     ens: TreeEnsemble, X: Any, name: str, what: str = "rows"
 ) -> tuple[int, list[tuple[int, np.ndarray]]]:
     """The kernel rows of ``X`` (validated as for prediction), in blocks."""
-    if is_dask(X):
-        raise InputError(
-            f"{name} takes in-memory {what}; compute the Dask collection first (or map this "
-            "function over its partitions)."
-        )
+    check_in_memory(X, name, "or map this function over its partitions", what)
     n, blocks = ens._blocks(X)
     return n, [(s, np.ascontiguousarray(b, dtype=np.float64)) for s, b in blocks]
 
@@ -229,11 +227,7 @@ def _inner_pass(
     count, row blocks (float64), labels, weights and the kernel arguments after them."""
     name = "tree_inner(attribution='interventional')"
     su = _setup(ens, background, name)
-    if is_dask(X):
-        raise InputError(
-            f"{name} takes in-memory rows; compute the Dask collection first (or map over its "
-            "partitions and add the results: the scores are sums over rows)."
-        )
+    check_in_memory(X, name, _SUMS_OVER_ROWS)
     obj, n, blocks, yv, w = _inputs(ens, X, y, sample_weight)
     blocks = [(s, np.ascontiguousarray(b, dtype=np.float64)) for s, b in blocks]
     lr = np.ascontiguousarray(ens.learning_rate, dtype=np.float64)
