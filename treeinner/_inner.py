@@ -266,12 +266,15 @@ def forest_inner_initial_interventional_moments(
     return moments_from_rows(rows, w)
 
 
-#: The sums of each public function with interventional TreeSHAP (they take the background
-#: where the others take node values).
-_INTERVENTIONAL = {
-    "tree_inner_sums": tree_inner_interventional_sums,
-    "forest_inner_sums": forest_inner_interventional_sums,
-    "forest_inner_initial_sums": forest_inner_initial_interventional_sums,
+#: Per inner-product family, its sums and row moments with interventional TreeSHAP (they take
+#: the background where the others take node values): the public functions and the registry.
+INTERVENTIONAL = {
+    "tree_inner": (tree_inner_interventional_sums, tree_inner_interventional_moments),
+    "forest_inner": (forest_inner_interventional_sums, forest_inner_interventional_moments),
+    "forest_inner_initial": (
+        forest_inner_initial_interventional_sums,
+        forest_inner_initial_interventional_moments,
+    ),
 }
 
 
@@ -333,7 +336,7 @@ def _result(sums, model, X, y, attribution, sample_weight, reference, background
     if attribution == "interventional":
         if reference is not None:
             _values(ens, attribution, reference)  # the error naming the attribution
-        fn = _INTERVENTIONAL[sums.__name__]
+        fn = INTERVENTIONAL[name][0]
         if is_dask(X):  # a sum over rows: per partition, added up
             result = map_add(_apply, (fn, ens, background), X, y, sample_weight)
         else:

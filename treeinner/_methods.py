@@ -31,17 +31,12 @@ from ._dask import is_dask, map_add
 from ._errors import InputError
 from ._gain import permutation_scores, total_gain_scores
 from ._inner import (
-    forest_inner_initial_interventional_moments,
-    forest_inner_initial_interventional_sums,
+    INTERVENTIONAL,
     forest_inner_initial_moments,
     forest_inner_initial_sums,
-    forest_inner_interventional_moments,
-    forest_inner_interventional_sums,
     forest_inner_moments,
     forest_inner_sums,
     inner_values,
-    tree_inner_interventional_moments,
-    tree_inner_interventional_sums,
     tree_inner_moments,
     tree_inner_sums,
 )
@@ -475,20 +470,8 @@ def _background(opts: Options, name: str) -> Any:
     return opts.background
 
 
-#: The inner-product families with interventional TreeSHAP: sums and moments from the
-#: background (``Options.background``) instead of node values.
-_INNER_INTERVENTIONAL = {
-    "tree_inner": (tree_inner_interventional_sums, tree_inner_interventional_moments),
-    "forest_inner": (forest_inner_interventional_sums, forest_inner_interventional_moments),
-    "forest_inner_initial": (
-        forest_inner_initial_interventional_sums,
-        forest_inner_initial_interventional_moments,
-    ),
-}
-
-
 def _interventional_method(family: str) -> Method:
-    sums, row_moments = _INNER_INTERVENTIONAL[family]
+    sums, row_moments = INTERVENTIONAL[family]  # from the background (Options.background)
     name = f"{family}_interventional"
 
     def compute(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
