@@ -63,3 +63,17 @@ def task_data(seed: int, kind: str, n: int, p: int, tie: int) -> tuple[np.ndarra
     else:
         y = np.digitize(s + rng.normal(size=n), [-0.5, 0.5]).astype(float)
     return X, y
+
+
+def leaf_nodes(ens: treeinner.TreeEnsemble, X: Any) -> np.ndarray:
+    """Global leaf node of every row and tree, from the booster's leaf ids."""
+    ids = ens.leaf_index(X)
+    out = np.empty(ids.shape, dtype=np.int64)
+    for t in range(ens.n_trees):
+        lo, hi = ens.tree_offsets[t], ens.tree_offsets[t + 1]
+        nodes = np.arange(lo, hi)
+        leaves = nodes[ens.left[lo:hi] < 0]
+        lut = np.full(int(ens.leaf_id[leaves].max()) + 1, -1)
+        lut[ens.leaf_id[leaves]] = leaves
+        out[:, t] = lut[ids[:, t]]
+    return out

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import treeinner
-from tests._helpers import quiet_ensemble, task_data
+from tests._helpers import leaf_nodes, quiet_ensemble, task_data
 from treeinner import _format as fmt
 from treeinner._inner import (
     forest_inner_moments,
@@ -99,26 +99,12 @@ def _grad_hess(ens, y: np.ndarray, F: np.ndarray):
     return p - onehot, h
 
 
-def _leaf_nodes(ens, X) -> np.ndarray:
-    """Global leaf node of every row and tree, from the booster's leaf ids."""
-    ids = ens.leaf_index(X)
-    out = np.empty(ids.shape, dtype=np.int64)
-    for t in range(ens.n_trees):
-        lo, hi = ens.tree_offsets[t], ens.tree_offsets[t + 1]
-        nodes = np.arange(lo, hi)
-        leaves = nodes[ens.left[lo:hi] < 0]
-        lut = np.full(int(ens.leaf_id[leaves].max()) + 1, -1)
-        lut[ens.leaf_id[leaves]] = leaves
-        out[:, t] = lut[ids[:, t]]
-    return out
-
-
 def _reference(ens, X, y, dg, dh, forest=False, split_terms=None, initial=False):
     """Per-row terms (n, n_output_features, K), unweighted: sum over trees and path edges of
     ``dg g + dh h`` (``forest``: ``R GS``; with ``initial`` too: ``R (-g(F_0))``, the forest form's
     initial-gradient variant), credited to the output features. With ``split_terms``
     (n, n_nodes), also adds ``dg[child] * g`` to the split's own column."""
-    leaves = _leaf_nodes(ens, X)
+    leaves = leaf_nodes(ens, X)
     parent = parents(ens.left, ens.right)
     n, K = leaves.shape[0], ens.n_outputs
     F = np.tile(ens.base_margin, (n, 1))
@@ -352,7 +338,7 @@ def _split_reference(ens, X, y, values, sw):
     se = np.sqrt(n / (n - 1) * np.maximum((u * u).sum(axis=0) - s1**2 / n, 0.0))
     reach = np.zeros(ens.n_nodes)
     parent = parents(ens.left, ens.right)
-    for leaf in _leaf_nodes(ens, X).T:
+    for leaf in leaf_nodes(ens, X).T:
         node = leaf
         np.add.at(reach, node, 1)
         while (parent[node] >= 0).any():

@@ -128,7 +128,6 @@ def test_reference_reaches_only_the_methods_that_use_it(model_data):
     assert set(users) == {
         "tree_inner",
         "forest_inner",
-        "forest_inner_initial",
         "abs_predecomp",
         "unbiased_gain",
         "total_gain",

@@ -11,9 +11,10 @@ import pandas as pd
 
 from . import _api
 from ._api import public
+from ._centred import centred_initial_sums
 from ._dask import is_dask, map_add
 from ._errors import InputError
-from ._splits import split_columns
+from ._splits import split_columns, split_credit
 from ._staged import _edge_pass, _staged, _weights, edge_moments, initial_gradients, split_sums
 from ._stats import Moments, moments_from_rows, p_values
 from .adapters import from_model
@@ -79,28 +80,7 @@ def tree_inner_sums(
     if values is None:
         return _shap_inner(ens, X, y, sample_weight, False)
     G, _, _, _, _ = _staged(ens, X, y, sample_weight, need_hc=False)
-    return _split_credit(ens, -G, values, ens.learning_rate)
-
-
-def _split_credit(
-    ens: TreeEnsemble, leaf_sums: np.ndarray, values: np.ndarray, lr: np.ndarray | None
-) -> np.ndarray:
-    """Per output feature and output: the sum over splits t (children L, R) of
-    ``(p_L S_L + p_R S_R - p_t S_t) / lr[tree]``, S the subtree sums of ``leaf_sums`` and p
-    the node values ``values``, credited to t's feature and its tree's output (the inner
-    product of the path attribution with per-row weights whose sums over the rows reaching
-    each leaf are ``leaf_sums``); ``lr`` None: 1."""
-    S = np.empty(ens.n_nodes)
-    K.subtree_sums(ens.left, ens.right, ens.tree_offsets, leaf_sums, S)
-    inner = np.flatnonzero(ens.left >= 0)
-    L, R = ens.left[inner], ens.right[inner]
-    contrib = values[L] * S[L] + values[R] * S[R] - values[inner] * S[inner]
-    tree = ens._node_tree[inner]
-    if lr is not None:
-        contrib = contrib / lr[tree]
-    out = np.zeros((ens.n_features, ens.n_outputs))
-    np.add.at(out, (ens.feature[inner], ens.tree_group[tree]), contrib)
-    return ens._to_output(out)
+    return split_credit(ens, -G, values, ens.learning_rate)
 
 
 @_by_partition
@@ -118,7 +98,7 @@ def forest_inner_sums(
     if values is None:
         return _shap_inner(ens, X, y, sample_weight, True) / lr
     _, _, _, LS, _ = _staged(ens, X, y, sample_weight, forest=True, need_hc=False)
-    return _split_credit(ens, LS, values, None) / lr
+    return split_credit(ens, LS, values, None) / lr
 
 
 def _initial_rows(ens: TreeEnsemble, X: Any, y: Any, values: np.ndarray | None) -> np.ndarray:
@@ -325,9 +305,11 @@ def _check_background(attribution: str, background: Any) -> None:
         )
 
 
-def _result(sums, model, X, y, attribution, sample_weight, reference, background):
+def _result(sums, model, X, y, attribution, sample_weight, reference, background, centred=False):
     """A public TreeInner/ForestInner result: ``sums`` of the model's node values (or, for
-    interventional TreeSHAP, of the background), per output."""
+    interventional TreeSHAP, of the background), per output; ``centred``: the centred initial
+    form instead (``_centred``; not with interventional TreeSHAP, centred on its background
+    already)."""
     _api.check_attribution(attribution, _api.INNER_ATTRIBUTIONS)
     _check_background(attribution, background)
     _api.check_rows(X)
@@ -341,6 +323,15 @@ def _result(sums, model, X, y, attribution, sample_weight, reference, background
             result = map_add(_apply, (fn, ens, background), X, y, sample_weight)
         else:
             result = fn(ens, X, y, background, sample_weight)
+        return _api.per_output(ens, result, name, credited=True)
+    if centred:
+        if reference is not None:
+            raise InputError(
+                "reference= recomputes PreDecomp's node values from training data; the "
+                "centred initial form takes its node values from the evaluation rows (pass "
+                "centred=False for the uncentred form with reference=)."
+            )
+        result = centred_initial_sums(ens, X, y, attribution == "shap", sample_weight)
         return _api.per_output(ens, result, name, credited=True)
     values = _values(ens, attribution, reference)
     return _api.per_output(ens, sums(ens, X, y, values, sample_weight), name, credited=True)
@@ -449,6 +440,7 @@ def forest_inner(
     sample_weight: Any = None,
     reference: Any = None,
     background: Any = None,
+    centred: bool = True,
 ) -> pd.Series | pd.DataFrame:
     """ForestInner: the forest-level inner product of attributions and negative gradients.
 
@@ -471,7 +463,21 @@ def forest_inner(
         rows of interventional TreeSHAP.
     gradient : {"staged", "initial"}
         The form of Eq. 22 (above). In ``importance()`` the initial form is the method
-        ``forest_inner_initial`` (with ``_saabas``, ``_shap``).
+        ``forest_inner_initial`` (with ``_saabas``, ``_shap``), centred.
+    centred : bool, default True
+        The initial form only (ignored by the staged form): centre the attribution on the
+        evaluation rows, so that a feature independent of the target scores zero in
+        expectation on new data. The uncentred form (``False``, the paper's) multiplies
+        hessian-weighted node values by ``-g(F_0)``, which is not a residual, and scores such
+        a feature above zero whenever the loss's hessian is not constant (logistic, softmax,
+        Poisson, ...). Centred, an inner node's value is the mean of its leaves' values over
+        the rows of X that reach it (``sample_weight`` where given; no hessians, no lambda:
+        PreDecomp and Saabas give the same score), and the score of feature k is ``(1/lr)
+        sum over splits t on k of sum_{i in t} w_i (p_child(i) - pbar_t)(r_i - rbar_t)``,
+        ``r = -g(F_0)`` and ``rbar_t`` its mean over t's rows. With ``"shap"``, TreeSHAP
+        splits by the weights of the rows of X instead of the training covers and ``r`` is
+        centred on its mean. Interventional TreeSHAP is centred on its background already
+        and is not changed. docs/methods.md, "The centred initial form".
 
     Returns
     -------
@@ -481,5 +487,7 @@ def forest_inner(
         raise InputError(
             f"gradient must be one of {', '.join(map(repr, GRADIENTS))}; got {gradient!r}."
         )
+    _api.check_flag("centred", centred)
     sums = forest_inner_sums if gradient == "staged" else forest_inner_initial_sums
-    return _result(sums, model, X, y, attribution, sample_weight, reference, background)
+    centre = gradient == "initial" and bool(centred) and attribution != "interventional"
+    return _result(sums, model, X, y, attribution, sample_weight, reference, background, centre)

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from . import _api, _stats
+from ._centred import centred_initial_moments, centred_initial_sums
 from ._dask import is_dask, map_add
 from ._errors import InputError
 from ._gain import permutation_scores, total_gain_scores
@@ -454,9 +455,37 @@ def _abs_method(attribution: str) -> Method:
     )
 
 
+def _centred_method(attribution: str) -> Method:
+    """ForestInner's initial form, centred on the evaluation rows (``_centred``): not a sum
+    over rows (its node means come from all of them), two passes that are."""
+    shap = attribution == "shap"
+
+    def compute(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
+        return centred_initial_sums(ens, X, y, shap, opts.sample_weight)
+
+    def estimator(ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> Estimate:
+        return centred_initial_moments(ens, X, y, shap, opts.sample_weight).estimate(False)
+
+    what = "TreeSHAP split by the held-out rows' weights" if shap else "centred path attribution"
+    return Method(
+        name="forest_inner_initial" + _suffix(attribution),
+        summary=f"ForestInner's initial form with {what}, centred on the held-out rows: "
+        "inner product with -gradients at the initial prediction, zero for a feature "
+        "independent of the target",
+        compute=compute,
+        estimator=estimator,
+        takes_dask=True,
+        family="forest_inner_initial",
+        attribution=attribution,
+    )
+
+
 for _family in _INNER:
     for _attribution in _api.ATTRIBUTIONS:
-        _register(_inner_method(_family, _attribution))
+        if _family == "forest_inner_initial":
+            _register(_centred_method(_attribution))
+        else:
+            _register(_inner_method(_family, _attribution))
 for _attribution in _api.ATTRIBUTIONS:
     _register(_abs_method(_attribution))
 
