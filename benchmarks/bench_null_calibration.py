@@ -28,25 +28,35 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import catboost as cb
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
+import sklearn
 import xgboost as xgb
+from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
 import treeinner
 
 RESULTS = Path(__file__).resolve().parent / "results" / "null_calibration.json"
-METHODS = ("forest_inner_initial", "tree_inner", "tree_inner_shap", "unbiased_gain")
+METHODS = (
+    "forest_inner_initial",
+    "forest_inner_initial_shap",
+    "tree_inner",
+    "tree_inner_shap",
+    "unbiased_gain",
+)
+BOOSTERS = ("xgboost", "lightgbm", "catboost", "hgb")
+TASKS = ("binary", "multiclass", "regression")
 RELEVANT = ("plan", "region", "tenure", "spend")
 IRRELEVANT = ("channel", "noise_cat", "noise_num")
 CATEGORICAL = ("plan", "region", "channel", "noise_cat")
 N_TRAIN, N_VALID = 2000, 1000
 
 
-def make_data(seed: int, task: str) -> tuple[pd.DataFrame, np.ndarray]:
+def make_data(seed: int, task: str, n: int = N_TRAIN + N_VALID) -> tuple[pd.DataFrame, np.ndarray]:
     """The table of docs/howto/categorical.md plus a normal noise column."""
     rng = np.random.default_rng(seed)
-    n = N_TRAIN + N_VALID
     X = pd.DataFrame(
         {
             "plan": rng.choice(["basic", "plus", "pro"], size=n),
@@ -65,8 +75,10 @@ def make_data(seed: int, task: str) -> tuple[pd.DataFrame, np.ndarray]:
         + 0.3 * np.log(X["spend"])
         - 0.9
     ).to_numpy()
-    if task == "classification":
+    if task == "binary":
         y = (rng.random(n) < 1 / (1 + np.exp(-signal))).astype(float)
+    elif task == "multiclass":
+        y = np.digitize(signal + rng.logistic(size=n), [-1.5, 0.0]).astype(float)
     else:
         y = signal + rng.normal(scale=1.5, size=n)
     return X.astype({c: "category" for c in CATEGORICAL}), y
@@ -78,32 +90,59 @@ SIZES = ("depth 4", "31 leaves")
 
 
 def fit(booster: str, task: str, size: str, X: pd.DataFrame, y: np.ndarray, seed: int) -> Any:
-    common: dict[str, Any] = {"n_estimators": 100, "learning_rate": 0.1, "random_state": seed}
+    common: dict[str, Any] = {"learning_rate": 0.1, "random_state": seed}
+    deep = size != "depth 4"
+    classify = task != "regression"
     if booster == "xgboost":
-        cls = xgb.XGBClassifier if task == "classification" else xgb.XGBRegressor
+        cls = xgb.XGBClassifier if classify else xgb.XGBRegressor
         shape = (
-            {"max_depth": 4}
-            if size == "depth 4"
-            else {"max_depth": 0, "max_leaves": 31, "grow_policy": "lossguide"}
+            {"max_depth": 0, "max_leaves": 31, "grow_policy": "lossguide"}
+            if deep
+            else {"max_depth": 4}
         )
-        return cls(**common, **shape, enable_categorical=True, n_jobs=1).fit(X, y)
-    cls = lgb.LGBMClassifier if task == "classification" else lgb.LGBMRegressor
-    shape = {"max_depth": 4} if size == "depth 4" else {"num_leaves": 31}
-    return cls(**common, **shape, n_jobs=1, verbose=-1).fit(X, y)
+        return cls(**common, **shape, n_estimators=100, enable_categorical=True, n_jobs=1).fit(X, y)
+    if booster == "lightgbm":
+        cls = lgb.LGBMClassifier if classify else lgb.LGBMRegressor
+        shape = {"num_leaves": 31} if deep else {"max_depth": 4}
+        return cls(**common, **shape, n_estimators=100, n_jobs=1, verbose=-1).fit(X, y)
+    if booster == "catboost":
+        cls = cb.CatBoostClassifier if classify else cb.CatBoostRegressor
+        # 32-leaf oblivious trees: TreeSHAP does not take Lossguide trees with categorical splits
+        shape = {"depth": 5} if deep else {"depth": 4}
+        return cls(
+            **common, **shape, iterations=100, thread_count=1, verbose=False,
+            cat_features=list(CATEGORICAL),
+        ).fit(X, y)  # fmt: skip
+    cls = HistGradientBoostingClassifier if classify else HistGradientBoostingRegressor
+    shape = {"max_leaf_nodes": 31} if deep else {"max_depth": 4, "max_leaf_nodes": None}
+    return cls(
+        **common, **shape, max_iter=100, early_stopping=False, categorical_features="from_dtype"
+    ).fit(X, y)
 
 
-def run(reps: int) -> list[dict[str, Any]]:
-    rows = []
-    cells = itertools.product(SIZES, ("xgboost", "lightgbm"), ("classification", "regression"))
+def _z_table(model: Any, X: pd.DataFrame, y: np.ndarray, seed: int, reference: Any) -> pd.DataFrame:
+    """The significance table (the total over classes); ``reference``: the training data,
+    for CatBoost models, which store no hessian covers (TreeInner's PreDecomp needs them; the
+    centred initial form does not)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # LightGBM's cat_l2 note on PreDecomp
+        table = treeinner.significance(
+            model, X, y, methods=list(METHODS), random_state=seed, reference=reference
+        )
+    if "output" in table:
+        table = table[table["output"] == "total"]
+    return table
+
+
+def run(reps: int, population: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    rows, pop = [], []
+    cells = itertools.product(SIZES, BOOSTERS, TASKS)
     for size, booster, task in cells:
         for rep in range(reps):
             X, y = make_data(rep, task)
             model = fit(booster, task, size, X[:N_TRAIN], y[:N_TRAIN], rep)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # LightGBM's cat_l2 note on PreDecomp
-                table = treeinner.significance(
-                    model, X[N_TRAIN:], y[N_TRAIN:], methods=list(METHODS), random_state=rep
-                )
+            ref = (X[:N_TRAIN], y[:N_TRAIN]) if booster == "catboost" else None
+            table = _z_table(model, X[N_TRAIN:], y[N_TRAIN:], rep, ref)
             for r in table.itertuples():
                 rows.append(
                     {
@@ -117,78 +156,101 @@ def run(reps: int) -> list[dict[str, Any]]:
                         "p_value": round(float(r.p_value), 6),
                     }
                 )
-    return rows
+            if rep == 0 and population > 0:
+                Xp, yp = make_data(10_000 + rep, task, population)
+                scale = np.sqrt(N_VALID / population)
+                for r in _z_table(model, Xp, yp, rep, ref).itertuples():
+                    z = float(r.score / r.se) * scale if r.se > 0 else 0.0
+                    pop.append(
+                        {
+                            "size": size,
+                            "booster": booster,
+                            "task": task,
+                            "method": r.method,
+                            "feature": r.feature,
+                            "z_per_1000": round(z, 4),
+                        }
+                    )
+    return rows, pop
 
 
-def summarize(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def summarize(rows: list[dict[str, Any]], pop: list[dict[str, Any]]) -> pd.DataFrame:
+    """Per cell and method: the irrelevant features' mean z and share of p < 0.05 (pooled
+    over the three of them and the repetitions), the relevant ones' share (power), and the
+    population z per sqrt(1,000) rows of the irrelevant ones (their mean and largest |z|)."""
     df = pd.DataFrame(rows)
-    df["kind"] = np.where(df["feature"].isin(RELEVANT), "relevant", df["feature"])
-    g = df.groupby(["size", "task", "method", "kind"])
+    df["kind"] = np.where(df["feature"].isin(RELEVANT), "relevant", "irrelevant")
+    keys = ["size", "booster", "task", "method"]
+    irr = df[df["kind"] == "irrelevant"].groupby(keys)
+    rel = df[df["kind"] == "relevant"].groupby(keys)
     out = pd.DataFrame(
         {
-            "mean_z": g["z"].mean(),
-            "se_mean_z": g["z"].std(ddof=1) / np.sqrt(g["z"].size()),
-            "reject_5pct": g["p_value"].apply(lambda p: float((p < 0.05).mean())),
-            "n": g["z"].size(),
+            "mean_z": irr["z"].mean(),
+            "reject_5pct": irr["p_value"].apply(lambda p: float((p < 0.05).mean())),
+            "n_tests": irr["z"].size(),
+            "power_5pct": rel["p_value"].apply(lambda p: float((p < 0.05).mean())),
         }
     )
+    if pop:
+        pf = pd.DataFrame(pop)
+        pf = pf[~pf["feature"].isin(RELEVANT)].groupby(keys)["z_per_1000"]
+        out["population_z"] = pf.mean()
+        out["population_max_abs_z"] = pf.apply(lambda z: float(np.abs(z).max()))
     return out.reset_index()
 
 
 def markdown(summary: pd.DataFrame) -> str:
-    """One row per model size, target and method: the irrelevant columns' mean z (± its s.e.
-    over repetitions and boosters) and share of p < 0.05, and the relevant ones' share."""
-    kinds = [*IRRELEVANT, "relevant"]
-    head = "| trees | target | method | " + " | ".join(
-        f"{k}: mean z, share p < 0.05" if k != "relevant" else "relevant: share p < 0.05"
-        for k in kinds
-    )
-    lines = [head + " |", "|---|---|---|" + "---|" * len(kinds)]
-    for size, task, m in itertools.product(SIZES, ("classification", "regression"), METHODS):
-        sel = summary[
-            (summary["size"] == size) & (summary["task"] == task) & (summary["method"] == m)
-        ]
-        cells = []
-        for k in kinds:
-            r = sel[sel["kind"] == k].iloc[0]
-            if k == "relevant":
-                cells.append(f"{r.reject_5pct:.3f}")
-            else:
-                cells.append(f"{r.mean_z:+.2f} ± {r.se_mean_z:.2f}, {r.reject_5pct:.3f}")
-        lines.append(f"| {size} | {task} | `{m}` | " + " | ".join(cells) + " |")
+    """One row per cell and method."""
+    pop = "population_z" in summary
+    head = "| trees | booster | target | method | irrelevant: share p < 0.05 | mean z |"
+    head += " population z (mean, max abs) |" if pop else ""
+    head += " relevant: power |"
+    lines = [head, "|---|---|---|---|---:|---:|" + ("---:|" if pop else "") + "---:|"]
+    for r in summary.itertuples():
+        cells = f"| {r.size} | {r.booster} | {r.task} | `{r.method}` | {r.reject_5pct:.3f} | "
+        cells += f"{r.mean_z:+.2f} |"
+        if pop:
+            cells += f" {r.population_z:+.2f}, {r.population_max_abs_z:.2f} |"
+        lines.append(cells + f" {r.power_5pct:.3f} |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--reps", type=int, default=40, help="repetitions per booster and task")
+    p.add_argument("--population", type=int, default=200_000, help="fresh rows (0: none)")
     p.add_argument("--output", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     if args.reps < 2:
         p.error("--reps must be at least 2")
     start = time.perf_counter()
-    rows = run(args.reps)
-    summary = summarize(rows)
+    rows, pop = run(args.reps, args.population)
+    summary = summarize(rows, pop)
     elapsed = time.perf_counter() - start
     table = markdown(summary)
     doc = {
         "benchmark": "null_calibration",
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "command": "python benchmarks/bench_null_calibration.py"
-        + (f" --reps {args.reps}" if args.reps != 40 else ""),
+        + (f" --reps {args.reps}" if args.reps != 40 else "")
+        + (f" --population {args.population}" if args.population != 200_000 else ""),
         "elapsed_s": elapsed,
         "cpu_count": os.cpu_count(),
         "versions": {
             "treeinner": treeinner.__version__,
             "xgboost": xgb.__version__,
             "lightgbm": lgb.__version__,
+            "catboost": cb.__version__,
+            "scikit-learn": sklearn.__version__,
             "python": sys.version.split()[0],
         },
         "reps": args.reps,
-        "cells": "depth 4, 31 leaves x xgboost, lightgbm x classification, regression",
+        "cells": "depth 4, 31 leaves x xgboost, lightgbm, catboost, hgb x binary, multiclass, "
+        "regression",
         "summary": summary.to_dict(orient="records"),
         "markdown": table,
         "rows": rows,
+        "population": pop,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
