@@ -376,8 +376,14 @@ def _unbiased_estimate(
     about the mean. With draws (not a constant hessian with uniform weights), the draws'
     own variance (``_split_draw_var``), independent across splits, is added.
 
-    Two passes over the rows: the held-out node sums fix the influences' coefficients before
-    the second pass can add up their squares.
+    The estimate carries Welch-Satterthwaite degrees of freedom per feature and output
+    (``_welch_df``): the p-values and intervals of ``significance`` use Student's t with them
+    (the normal reference is anti-conservative in the far tail where a feature's variance
+    rests on splits with few held-out rows in a child; ``docs/unbiased_gain.md``).
+
+    The held-out node sums and moments (one pass over the rows with draws, two in the exact
+    mode) fix the influences' coefficients and every split's own variance before a last pass
+    adds up the influences' squares.
 
     Parameters
     ----------
@@ -389,22 +395,63 @@ def _unbiased_estimate(
     -------
     treeinner._stats.Estimate
         ``score`` and ``var`` (n_output_features, n_outputs), ``var_total``
-        (n_output_features,) for the total over outputs, ``weight`` the row count.
+        (n_output_features,) for the total over outputs, ``weight`` the row count, ``df``
+        and ``df_total`` the degrees of freedom of their t references.
     """
     ens = from_model(ens)
-    need = "sums" if _exact_mode(ens, sample_weight) else "moments"
-    gain = _compute(ens, X, y, n_draws, min_samples, sample_weight, reference, random_state, need)
+    # the per-node moments also in the exact mode: the splits' own variances give the df
+    gain = _compute(
+        ens, X, y, n_draws, min_samples, sample_weight, reference, random_state, "moments"
+    )
     score = ens._to_output(_per_feature(ens, gain, gain.ub))
     dg, dh = _influence(ens, gain)
     est = _staged_pass.edge_moments(ens, X, y, gain.w, dg, dh).estimate(False)
     var, var_total = est.var, est.var_total
+    draw = _split_draw_var(ens, gain)
     if not gain.exact:
-        dv = _per_feature(ens, gain, _split_draw_var(ens, gain))
-        if ens.input_map is not None:  # independent draws: credit the variances squared
-            dv = np.moveaxis(np.moveaxis(dv, 0, -1) @ ens.input_map.credit**2, -1, 0)
+        dv = _credit_squared(ens, _per_feature(ens, gain, draw))
         var = var + dv
         var_total = var_total + dv.sum(axis=1)
-    return Estimate(score, var, var_total, est.weight)
+    df, df_total = _welch_df(ens, gain, _split_sampling_var(ens, gain, dg, dh) + draw)
+    return Estimate(score, var, var_total, est.weight, df, df_total)
+
+
+def _credit_squared(ens: TreeEnsemble, per_feature: np.ndarray) -> np.ndarray:
+    """Per-kernel-column variances of independent parts credited to the output features
+    (``input_map.credit`` squared; the identity without an input map)."""
+    if ens.input_map is None:
+        return per_feature
+    return np.moveaxis(np.moveaxis(per_feature, 0, -1) @ ens.input_map.credit**2, -1, 0)
+
+
+def _split_df(gain: _Gain) -> np.ndarray:
+    """Degrees of freedom of every split's own t reference: ``max(k - 1, 1)``, k the held-out
+    rows of its smaller child."""
+    return np.maximum(gain.k - 1, 1).astype(np.float64)
+
+
+def _welch_df(
+    ens: TreeEnsemble, gain: _Gain, split_var: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Welch-Satterthwaite degrees of freedom of every feature's (and output's) unbiased
+    gain from its splits' variances ``V_s`` and degrees of freedom ``max(k_s - 1, 1)``:
+    ``(sum_s V_s)^2 / sum_s (V_s^2 / max(k_s - 1, 1))`` over the feature's splits (in one
+    output, and over all outputs for the total); ``inf`` (the normal) for a feature without
+    a split of positive variance.
+
+    The variance of a sum over splits is dominated by the splits whose smaller child holds
+    few held-out rows, and a ratio over k rows is far from normal: a t reference with these
+    degrees of freedom keeps the p-values' level in the tail (``docs/unbiased_gain.md``)."""
+    V = np.where(np.isfinite(split_var), split_var, 0.0)
+    num = _credit_squared(ens, _per_feature(ens, gain, V))
+    den = _per_feature(ens, gain, V**2 / _split_df(gain))
+    if ens.input_map is not None:  # a split credited c to an output feature adds c^2 V to it
+        den = np.moveaxis(np.moveaxis(den, 0, -1) @ ens.input_map.credit**4, -1, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(den > 0, num**2 / den, np.inf)
+        tot_den = den.sum(axis=1)
+        df_total = np.where(tot_den > 0, num.sum(axis=1) ** 2 / tot_den, np.inf)
+    return df, df_total
 
 
 def _exact_mode(ens: TreeEnsemble, sample_weight: Any) -> bool:
@@ -492,8 +539,10 @@ def unbiased_gain(
         G_c (w g - r_c w h) / H_c - G_t (w g - r_t w h) / H_t, H_u the held-out sum of w h),
         plus, where draws are made, the variance of the draws themselves. ``p_value`` is the
         one-sided p-value of "the split is no better than useless on new data"
-        (unbiased gain <= 0), from the normal approximation ``1 - Phi(unbiased_gain / se)``.
-        Splits scored 0 for k below ``min_samples`` have ``se`` 0 and ``p_value`` 1.
+        (unbiased gain <= 0): Student t's upper tail at ``unbiased_gain / se`` with
+        ``max(k - 1, 1)`` degrees of freedom (the split's ratios rest on its smaller child's
+        k held-out rows). Splits scored 0 for k below ``min_samples`` have ``se`` 0 and
+        ``p_value`` 1.
     """
     need = "moments" if _api.check_flag("per_split", per_split) else "score"
     _api.check_rows(X)
@@ -520,7 +569,7 @@ def _split_frame(ens, gain: _Gain) -> pd.DataFrame:
     cols["gain"] = score(L) + score(R) - score(inner)
     cols["unbiased_gain"] = gain.ub
     cols["se"] = se
-    cols["p_value"] = p_values(gain.ub, se)
+    cols["p_value"] = p_values(gain.ub, se, _split_df(gain))
     cols["k"] = gain.k
     cols["n_node"] = count[inner]
     cols["n_left"] = count[L]
