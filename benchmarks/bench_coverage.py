@@ -632,7 +632,7 @@ def write_docs(results: dict[str, Any]) -> None:
         "# Coverage of the standard errors",
         "",
         "Do the one-pass standard errors of `treeinner.significance` mean what they say? "
-        "Three studies on the simulated data of Sun (2022) (Section 4.1): 50 independent "
+        "Four studies on the simulated data of Sun (2022) (Section 4.1): 50 independent "
         "discrete features, 5 of them relevant, a classification and a regression task. "
         "What each study does is in the docstring of `benchmarks/bench_coverage.py`.",
         "",
