@@ -32,13 +32,11 @@ import numpy as np
 
 from ._dask import is_dask, map_add
 from ._splits import split_credit
-from ._staged import _leaf_lists, _weights, initial_gradients
+from ._staged import _leaf_lists, _weights, initial_gradients, list_moments
 from ._stats import Moments, moments_from_rows
 from .ensemble import TreeEnsemble
 from .kernels import attribution as K
 from .kernels import centred as KC
-from .kernels._threads import n_chunks
-from .kernels.routing import n_blocks
 from .treeshap import tree_shap
 
 __all__ = ["Centring", "centred_initial_moments", "centred_initial_sums", "centring"]
@@ -150,39 +148,13 @@ def _path_moments_part(
     n, blocks = ens._blocks(X)
     r = _label_terms(ens, y, n)
     w = _weights(sample_weight, n)
-    Kout = ens.n_outputs
-    n_used = max(1, used.size)
-    n_leaves = int(np.sum(ens.left < 0))
-    per_row = col.size / max(n_leaves, 1) * ens.n_trees
-    dense = n_used * Kout <= 2.0 * per_row
-    nch = n_chunks(n * max(ens.n_trees, 1), n_blocks(n), per_thread=8)
-    S1 = np.zeros((nch, Kout, n_used))
-    S2 = np.zeros_like(S1)
-    SWU = np.zeros_like(S1)
-    S2T = np.zeros((nch, n_used))
-    nodes, layout = ens._nodes(), ens._layout
-    for start, block in blocks:
-        rows = slice(start, start + block.shape[0])
-        KC.centred_moments(
-            block, r[rows], w[rows], nodes, layout, ens._float32_input, ptr, col, ca, cb,
-            dense, S1, S2, S2T, SWU,
-        )  # fmt: skip
+    nodes, layout, f32 = ens._nodes(), ens._layout, ens._float32_input
 
-    def full(v: np.ndarray) -> np.ndarray:  # (K, n_used) or (n_used,) -> output features first
-        out = np.zeros((n_out,) + v.shape[:-1])
-        out[used] = v[..., : used.size].T
-        return out
+    def run(rows: slice, block: np.ndarray, dense: bool, acc: tuple) -> None:
+        KC.centred_moments(block, r[rows], w[rows], nodes, layout, f32, ptr, col, ca, cb, dense,
+                           *acc)  # fmt: skip
 
-    s2 = S2.sum(0)
-    return Moments(
-        s1=full(S1.sum(0)),
-        s2=full(s2),
-        s2_total=full(S2T.sum(0) if Kout > 1 else s2[0]),
-        n=int(n),
-        sw=float(w.sum()),
-        sw2=float(w @ w),
-        swu=full(SWU.sum(0)),
-    )
+    return list_moments(ens, n, w, blocks, col, used, n_out, run)
 
 
 def _path_moments_task(shared: tuple, X: Any, y: Any, sample_weight: Any) -> Moments:

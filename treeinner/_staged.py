@@ -182,6 +182,32 @@ def _edge_pass(
     # the hessian term only where some leaf list has one
     mode = KM.MODE_FOREST if forest else KM.MODE_GH if np.any(ch != 0.0) else KM.MODE_G
     obj, n, blocks, yv, w = _inputs(ens, X, y, sample_weight)
+    nodes, layout, st = ens._nodes(), ens._layout, stages(ens, obj)
+
+    def run(rows: slice, block: np.ndarray, dense: bool, acc: tuple) -> None:
+        KM.edge_moments(
+            block, yv[rows], w[rows], nodes, layout, st, ptr, col, cg, ch, mode, dense, *acc
+        )
+
+    return list_moments(ens, n, w, blocks, col, used, n_out, run, dense)
+
+
+def list_moments(
+    ens: TreeEnsemble,
+    n: int,
+    w: np.ndarray,
+    blocks: Any,
+    col: np.ndarray,
+    used: np.ndarray,
+    n_out: int,
+    run: Any,
+    dense: bool | None = None,
+) -> Moments:
+    """The Moments of per-row terms built from per-leaf lists (``_leaf_lists``), from a
+    kernel that folds them into per-chunk sums: ``run(rows, block, dense, (S1, S2, S2T,
+    SWU))`` for every block of rows. ``dense``: fold every used feature of a row (True) or
+    the ones it touched (False); None chooses by the expected number of list entries per
+    row."""
     Kout = ens.n_outputs
     n_used = max(1, used.size)
     # a row's list entries over all trees: fold all used features after a block when a row
@@ -195,13 +221,8 @@ def _edge_pass(
     S2 = np.zeros_like(S1)
     SWU = np.zeros_like(S1)
     S2T = np.zeros((nch, n_used))
-    nodes, layout, st = ens._nodes(), ens._layout, stages(ens, obj)
     for start, block in blocks:
-        rows = slice(start, start + block.shape[0])
-        KM.edge_moments(
-            block, yv[rows], w[rows], nodes, layout, st, ptr, col, cg, ch, mode, bool(dense),
-            S1, S2, S2T, SWU,
-        )  # fmt: skip
+        run(slice(start, start + block.shape[0]), block, bool(dense), (S1, S2, S2T, SWU))
 
     def full(a: np.ndarray) -> np.ndarray:  # (K, n_used) or (n_used,) -> output features first
         out = np.zeros((n_out,) + a.shape[:-1])
