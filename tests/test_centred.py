@@ -185,6 +185,24 @@ def test_centred_treeshap_splits_by_the_evaluation_weights():
     np.testing.assert_allclose(got.to_numpy(), ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("method", ["forest_inner_initial", "forest_inner_initial_shap"])
+def test_a_feature_no_evaluation_row_splits_on_scores_exactly_zero(method):
+    """A feature whose every split sends all evaluation rows one way (here: feature 0 held at
+    a constant below every threshold; CatBoost's CTR splits often do this on new rows) has
+    score and standard error exactly 0 and p-value 1, not rounding noise whose ratio to its
+    equally tiny standard error could be any z (it was -10 to +7 on CatBoost models)."""
+    ens = quiet_ensemble(_model("xgb", "binary"))
+    X, y = _data("binary", 4000, seed=21)
+    X[:, 0] = -50.0
+    w = np.random.default_rng(3).uniform(0.5, 1.5, size=4000)
+    table = treeinner.significance(ens, X, y, methods=method, sample_weight=w)
+    row = table.iloc[0]
+    assert row["score"] == 0.0 and row["se"] == 0.0 and row["p_value"] == 1.0
+    assert np.isnan(row["q_value"]) or row["q_value"] == 1.0
+    # the other features still score: the relevant ones far from zero
+    assert (table["score"].iloc[1:3].abs() > 3 * table["se"].iloc[1:3]).all()
+
+
 def test_centred_refuses_reference_and_keeps_interventional():
     ens = quiet_ensemble(_model("xgb", "binary"))
     X, y = _data("binary", 300, seed=2)

@@ -111,7 +111,10 @@ def centring(ens: TreeEnsemble, X: Any, y: Any, sample_weight: Any = None) -> Ce
     count, weight, WR = sub
     some = weight > 0
     safe = np.where(some, weight, 1.0)
-    values = np.where(is_leaf, ens.value, np.where(some, WV / safe, 0.0))
+    # WV / W at leaves too (the leaf value up to rounding), so that a node all of whose rows
+    # go one way has exactly its child's value: such a split's terms are then exactly zero,
+    # not rounding noise whose ratio to its (as tiny) standard error could be any z
+    values = np.where(some, WV / safe, np.where(is_leaf, ens.value, 0.0))
     rbar = np.where(some, WR / safe, 0.0)
     return Centring(count, weight, np.where(is_leaf, leaf[2], 0.0), values, rbar)
 
@@ -163,16 +166,12 @@ def _path_moments_task(shared: tuple, X: Any, y: Any, sample_weight: Any) -> Mom
 
 
 def _shap_setup(ens: TreeEnsemble, cen: Centring) -> tuple[TreeEnsemble, np.ndarray]:
-    """The model whose TreeSHAP node weights are the evaluation rows' weights (plus 1e-12 of
-    their mean per leaf, so that no node TreeSHAP divides by weighs 0), and the evaluation
-    rows' mean ``r`` per output."""
-    is_leaf = ens.left < 0
-    total = float(cen.weight[ens.tree_offsets[0]]) if ens.n_trees else 0.0
-    eps = 1e-12 * max(total, 1.0) / max(int(is_leaf.sum()), 1)
-    cover = np.empty(ens.n_nodes)
-    K.subtree_sums(
-        ens.left, ens.right, ens.tree_offsets, np.where(is_leaf, cen.weight + eps, 0.0), cover
-    )
+    """The model whose TreeSHAP node weights are the evaluation rows' weights, and the
+    evaluation rows' mean ``r`` per output. A child no row reaches weighs exactly 0, so a
+    split that sends every row one way has no TreeSHAP credit at all (the kernels skip a
+    branch of zero weight that the row does not take, and split a weightless node's weight
+    half and half)."""
+    cover = cen.weight.copy()
     roots = ens.tree_offsets[:-1]
     rbar = np.zeros(ens.n_outputs)
     rbar[ens.tree_group] = cen.rbar[roots]  # every tree's root: all rows, its output's mean

@@ -29,7 +29,7 @@ except ImportError as e:  # pragma: no cover - exercised only without scikit-lea
 
 from . import _api, _crossfit, objectives
 from ._api import public
-from ._methods import get, significance_table
+from ._methods import RECOMMENDED_METHOD, get, significance_table
 from ._staged import _weights
 from .selection import (
     _check_alpha,
@@ -54,8 +54,9 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
 
     ``fit`` cross-fits: for each of ``cv`` splits (5 shuffled folds by default) it clones
     ``estimator``, trains the clone on the split's training rows and scores every feature on
-    its held-out rows with ``treeinner.select_features``' methods (TreeInner by default: on
-    held-out rows a feature the model only overfit scores negative). Every row is held out
+    its held-out rows with ``treeinner.select_features``' methods (by default the recommended
+    ``forest_inner_initial``, centred on the held-out rows: a feature the model only overfit
+    scores zero in expectation). Every row is held out
     once and scored by the model that did not see it; the per-row terms of all held-out rows
     are pooled into one score and one standard error per feature (not an average of noisy
     fold scores). With ``cv=None`` one clone is trained on part of the rows and scored on the
@@ -74,8 +75,9 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         ``CatBoostClassifier``) scikit-learn wrapper or a
         ``treeinner.booster.GBMRegressor`` / ``GBMClassifier``; it is cloned, never
         fitted itself.
-    method : str, default "tree_inner"
-        The score: any method of ``treeinner.importance`` (``tree_inner``,
+    method : str, default "forest_inner_initial"
+        The score: any method of ``treeinner.importance`` (the recommended
+        ``forest_inner_initial``, ``tree_inner``,
         ``forest_inner``, ``unbiased_gain``, ``permutation``, ``total_gain``, ``abs_shap``,
         ...), as for ``treeinner.select_features``. Multiclass models are scored by the
         total over classes.
@@ -192,7 +194,7 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         self,
         estimator: Any,
         *,
-        method: str = "tree_inner",
+        method: str = RECOMMENDED_METHOD,
         attribution: str = "predecomp",
         validation_fraction: float = 0.25,
         cv: Any = 5,

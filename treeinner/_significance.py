@@ -12,19 +12,18 @@ import pandas as pd
 from . import _api, _crossfit, _stats, objectives
 from ._api import public
 from ._errors import InputError, InputTypeError
-from ._methods import Method, Options, get, resolve, significance_table
+from ._methods import RECOMMENDED_METHOD, Method, Options, get, resolve, significance_table
 from ._staged import _weights
 from .adapters import from_model
 from .ensemble import TreeEnsemble
 
 __all__ = ["significance"]
 
-#: What ``treeinner.significance`` tests when no method is named.
-#: TreeInner, not the recommended ranking score: its held-out score for a feature the model only
-#: overfit is below zero, so its p-values for such features are conservative, while
-#: ``forest_inner_initial``'s are near their level and a little above it for binary targets
-#: (docs/concepts.md, "Which method to use"; ``benchmarks/bench_null_calibration.py``).
-DEFAULT_SIGNIFICANCE_METHODS: tuple[str, ...] = ("tree_inner",)
+#: What ``treeinner.significance`` tests when no method is named: the recommended method, the
+#: same score that ranks. Centred on the held-out rows, its population value is zero for a
+#: feature independent of the target, for every loss (docs/methods.md, "The centred initial
+#: form"; ``benchmarks/bench_null_calibration.py``).
+DEFAULT_SIGNIFICANCE_METHODS: tuple[str, ...] = (RECOMMENDED_METHOD,)
 
 
 def estimates(
@@ -86,12 +85,13 @@ def significance(
         Their labels (None only if no method needs them). With ``cv``, the targets the
         estimator is fitted on (for classifier wrappers, labels are then encoded as positions
         in each fold model's ``classes_``).
-    methods : str or sequence of str, default "tree_inner"
-        Names of the method registry (``treeinner.METHODS``). The default is TreeInner, whose
-        p-values for features the model only overfit are conservative; the recommended ranking
-        score ``forest_inner_initial`` has more power, with p-values for such features near
-        their level (rejecting a little more often than it for binary targets; docs/concepts.md,
-        "Which method to use"). The methods with a one-pass sampling error are ``tree_inner``,
+    methods : str or sequence of str, default "forest_inner_initial"
+        Names of the method registry (``treeinner.METHODS``). The default is the recommended
+        method (``treeinner.RECOMMENDED_METHOD``), the score that ranks: ForestInner's initial
+        form centred on the held-out rows, whose p-values for a feature independent of the
+        target hold their level (docs/concepts.md, "Which method to use"). ``tree_inner``'s
+        held-out score for a feature the model only overfit is below zero, so its p-values
+        are conservative. The methods with a one-pass sampling error are ``tree_inner``,
         ``forest_inner``, ``forest_inner_initial`` (and their ``_saabas`` / ``_shap``
         variants), ``abs_predecomp``, ``abs_saabas``, ``abs_shap`` and ``unbiased_gain``; the
         others (``total_gain``, ``permutation``) appear with NaN statistics.

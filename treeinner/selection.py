@@ -13,7 +13,7 @@ from . import _api
 from ._api import public
 from ._crossfit import encode_labels as _encode_labels
 from ._errors import InputError
-from ._methods import REGISTRY, Method, get, resolve
+from ._methods import RECOMMENDED_METHOD, REGISTRY, Method, get, resolve
 from ._significance import significance
 from .attribution import NeedsReference
 
@@ -194,7 +194,7 @@ def select_features(
     X: Any,
     y: Any,
     *,
-    method: str = "tree_inner",
+    method: str = RECOMMENDED_METHOD,
     attribution: str = "predecomp",
     rule: str | None = None,
     alpha: float | None = None,
@@ -209,8 +209,9 @@ def select_features(
     Scores every feature with one method of ``treeinner.importance`` on the held-out rows
     ``(X, y)``, with its standard error over those rows (``treeinner.significance``), keeps
     the features that ``rule`` passes and then, if ``top_k`` is given, the ``top_k`` highest
-    scores of those. On validation data TreeInner (the default) is negative for a feature the
-    model only overfit, and its standard error says how far from zero a score must be to
+    scores of those. The default, the recommended method ``forest_inner_initial`` (ForestInner's
+    initial form, centred on the held-out rows), has a population value of zero for a feature
+    the model only overfit, and its standard error says how far from zero a score must be to
     mean something.
 
     Parameters
@@ -225,8 +226,9 @@ def select_features(
     y : array-like of shape (n_samples,)
         Their labels. For a scikit-learn classifier wrapper fitted on other labels (strings,
         ``{3, 7}``), labels are encoded as positions in its ``classes_`` first.
-    method : str, default "tree_inner"
-        One method of ``treeinner.importance`` (any name of its registry): ``tree_inner``,
+    method : str, default "forest_inner_initial"
+        One method of ``treeinner.importance`` (any name of its registry): the recommended
+        ``forest_inner_initial`` (``treeinner.RECOMMENDED_METHOD``), ``tree_inner``,
         ``forest_inner`` (their ``_saabas`` / ``_shap`` variants), ``unbiased_gain``,
         ``permutation``, ``total_gain``, ``abs_predecomp``, ``abs_saabas``, ``abs_shap``.
         For multiclass models the score (and its standard error) is the total over classes.
