@@ -773,7 +773,7 @@ def test_catboost_logloss_needs_reference(files, tmp_path, capsys):
     assert cli.main([*argv, "--reference", train, "--out", out, "--chunk-rows", "50"]) == 0
     Xv, Xt = pd.read_csv(valid), pd.read_csv(train)
     yv, ref = Xv.pop("t").to_numpy(), (Xt, Xt.pop("t").to_numpy())
-    want = treeinner.significance(treeinner.load(path), Xv, yv, reference=ref)
+    want = treeinner.significance(treeinner.load(path), Xv, yv, methods="tree_inner", reference=ref)
     _table_close(pd.read_csv(out), want)
     _close(want["score"], treeinner.tree_inner(treeinner.load(path), Xv, yv, reference=ref))
 

@@ -47,7 +47,7 @@ def _run(capsys, argv):
         # without --alpha: the rule's default level
         (["--rule", "fdr"], {"rule": "fdr", "alpha": 0.1}),
         (["--rule", "interval"], {"rule": "interval", "alpha": 0.2}),
-        ([], {"rule": "interval", "alpha": 0.2}),
+        ([], {"rule": "fdr", "alpha": 0.1}),
         (
             ["--rule", "fdr", "--alpha", "0.01", "--top-k", "2"],
             {"rule": "fdr", "alpha": 0.01, "top_k": 2},
@@ -78,11 +78,16 @@ def test_select_fdr_keeps_the_signal_and_the_default_rule(saved, capsys):
         capsys, ["select", path, "--data", valid, "--target", "y", "--rule", "fdr"]
     )
     assert code == 0
-    assert lines == list(table.index[table.q_value <= 0.1]) == SIGNAL
-    # the default rule (interval) at its default alpha 0.2 keeps every feature whose one-sided
-    # 80% bound is above 0
-    assert DEFAULT_RULE == "interval" and DEFAULT_ALPHA["interval"] == 0.2
-    code, lines, _ = _run(capsys, ["select", path, "--data", valid, "--target", "y"])
+    assert lines == list(table.index[table.q_value <= 0.1])
+    assert set(SIGNAL) <= set(lines)
+    # the default rule is fdr at 0.1; the interval rule at its default alpha 0.2 keeps every
+    # feature whose one-sided 80% bound is above 0
+    assert DEFAULT_RULE == "fdr" and DEFAULT_ALPHA == {"fdr": 0.1, "interval": 0.2}
+    code, default, _ = _run(capsys, ["select", path, "--data", valid, "--target", "y"])
+    assert default == lines
+    code, lines, _ = _run(
+        capsys, ["select", path, "--data", valid, "--target", "y", "--rule", "interval"]
+    )
     upper = table.score + 0.8416212335729143 * table.se
     assert lines == list(table.index[upper > 0])
 

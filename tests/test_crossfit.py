@@ -15,6 +15,7 @@ from sklearn.model_selection import KFold, ShuffleSplit, StratifiedKFold
 
 import treeinner
 from treeinner import TreeInnerSelector, _crossfit
+from treeinner._methods import RECOMMENDED_METHOD
 from treeinner.booster import GBMClassifier, GBMRegressor
 
 xgb = pytest.importorskip("xgboost")
@@ -108,7 +109,7 @@ def test_significance_cv_multiclass_totals_and_a_splitter():
     X, y = _data(kind="multiclass")
     est = _xgb(xgb.XGBClassifier, n_estimators=8)
     folds = KFold(2, shuffle=True, random_state=1)
-    pooled = treeinner.significance(est, X, y, cv=folds, alpha=0.1)
+    pooled = treeinner.significance(est, X, y, cv=folds, alpha=0.1, methods="tree_inner")
     parts = _by_hand(est, X, y, folds.split(X), ["tree_inner"], alpha=0.1)
     for output in ("class_0", "class_2", "total"):
         got = _rows(pooled, "tree_inner", output)
@@ -127,7 +128,7 @@ def test_significance_cv_multiclass_totals_and_a_splitter():
 def test_significance_cv_stratifies_classifiers():
     X, y = _data(kind="binary")
     est = _xgb(xgb.XGBClassifier, n_estimators=8)
-    pooled = treeinner.significance(est, X, y, cv=4, random_state=2)
+    pooled = treeinner.significance(est, X, y, cv=4, random_state=2, methods="tree_inner")
     seed = int(np.random.RandomState(2).randint(np.iinfo(np.int32).max))  # as the selector
     strat = StratifiedKFold(4, shuffle=True, random_state=seed).split(X, y)
     score = sum(
@@ -159,7 +160,7 @@ def test_significance_cv_string_labels_and_native_booster():
     a = treeinner.significance(est, X, labels, cv=folds)
     b = treeinner.significance(est, X, y, cv=folds)
     pd.testing.assert_frame_equal(a, b)
-    parts = _by_hand(est, X, y, folds, "tree_inner")
+    parts = _by_hand(est, X, y, folds, RECOMMENDED_METHOD)  # the default
     np.testing.assert_allclose(a["score"], sum(t["score"].to_numpy() for t, _ in parts))
     reg = GBMRegressor(n_estimators=10, max_depth=3, n_jobs=1)
     Xr, yr = _data(n=300)
@@ -213,9 +214,11 @@ def test_selector_pools_as_significance_does():
     pd.testing.assert_frame_equal(sel.significance_, table)
     assert list(sel.get_feature_names_out()) == list(table.feature[table.q_value <= 0.1])
     # cv=int: the same shuffled folds as significance's for the same random_state
-    # (the default interval rule's alpha 0.2: the table's two-sided level is 1 - 2 alpha)
+    # (the default fdr rule's alpha 0.1: the table's two-sided level is 1 - 2 alpha)
     sel = TreeInnerSelector(est, cv=3, refit=False, random_state=9).fit(X, y)
-    again = treeinner.significance(est, X, y, cv=3, random_state=9, alpha=0.4)
+    again = treeinner.significance(
+        est, X, y, cv=3, random_state=9, alpha=0.2
+    )  # the one-sided 90% bound of the default fdr rule
     pd.testing.assert_frame_equal(sel.significance_, again)
 
 
@@ -248,10 +251,12 @@ def test_selector_default_cross_fits_five_folds(monkeypatch):
         # stratified: each fold holds out a fifth of the positives (give or take one)
         assert abs(y[test].sum() - y.sum() / 5) <= 1
     # the pooled score is the sum over the five folds' held-out rows
-    parts = _by_hand(est, X, y, splits, ["tree_inner"])
+    parts = _by_hand(est, X, y, splits, [RECOMMENDED_METHOD])  # the default method
     np.testing.assert_allclose(sel.scores_, sum(t["score"] for t, _ in parts), rtol=1e-9)
     # the same table as significance's with cv=5 and the same random_state
-    again = treeinner.significance(est, X, y, cv=5, random_state=3, alpha=0.4)
+    again = treeinner.significance(
+        est, X, y, cv=5, random_state=3, alpha=0.2
+    )  # the one-sided 90% bound of the default fdr rule
     pd.testing.assert_frame_equal(sel.significance_, again)
     # shuffled folds seeded by random_state
     TreeInnerSelector(est, refit=False, random_state=4).fit(X, y)
@@ -268,7 +273,9 @@ def test_selector_cv_none_holds_out_validation_fraction(monkeypatch):
     assert len(test) == 80 and len(train) == 120
     assert len(np.intersect1d(train, test)) == 0
     model = clone(est).fit(X.iloc[train], y[train])
-    expected = treeinner.significance(model, X.iloc[test], y[test], alpha=0.4)
+    expected = treeinner.significance(
+        model, X.iloc[test], y[test], alpha=0.2
+    )  # the one-sided 90% bound of the default fdr rule
     pd.testing.assert_frame_equal(sel.significance_, expected)
     # with cv given (the default 5), validation_fraction is not used, not even checked
     TreeInnerSelector(est, validation_fraction=2.0, refit=False).fit(X, y)
@@ -291,7 +298,11 @@ def test_selector_cv_none_holds_out_validation_fraction(monkeypatch):
         ({"cv": [(np.arange(10), [0.5, 1.5])]}, ValueError, "row positions"),
         ({"cv": [np.arange(10)]}, ValueError, "not a \\(train, test\\) pair"),
         ({"cv": ShuffleSplit(3, random_state=0)}, ValueError, "held out by splits"),
-        ({"cv": 2, "reference": "train"}, ValueError, "reference= is not taken with cv="),
+        (
+            {"cv": 2, "reference": "train", "methods": "tree_inner"},
+            ValueError,
+            "reference= is not taken with cv=",
+        ),
         ({"cv": 2, "sample_weight": np.ones(3)}, ValueError, "sample_weight must have shape"),
     ],
 )

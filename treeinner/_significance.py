@@ -87,7 +87,7 @@ def significance(
         in each fold model's ``classes_``).
     methods : str or sequence of str, default "forest_inner_initial"
         Names of the method registry (``treeinner.METHODS``). The default is the recommended
-        method (``treeinner.RECOMMENDED_METHOD``), the score that ranks: ForestInner's initial
+        method, the score that ranks: ForestInner's initial
         form centred on the held-out rows, whose p-values for a feature independent of the
         target hold their level (docs/concepts.md, "Which method to use"). ``tree_inner``'s
         held-out score for a feature the model only overfit is below zero, so its p-values

@@ -24,17 +24,19 @@ __all__ = ["DEFAULT_ALPHA", "DEFAULT_RULE", "RULES", "select_features"]
 RULES: tuple[str, ...] = ("fdr", "interval", "threshold")
 
 #: The rule ``select_features``, ``TreeInnerSelector`` and ``treeinner select`` apply to a
-#: method with standard errors when neither a rule nor a threshold is given.
-DEFAULT_RULE = "interval"
+#: method with standard errors when neither a rule nor a threshold is given: keep the features
+#: shown to help on new data at a false discovery rate. The default method's score has a
+#: population value of zero for a feature independent of the target, so ``"interval"`` (drop
+#: only the confidently useless) would keep such a feature whenever its estimate is not
+#: clearly negative: 80% of the time at its level 0.2.
+DEFAULT_RULE = "fdr"
 
 #: The level of each rule when ``alpha`` is None (the default of ``select_features``,
 #: ``TreeInnerSelector`` and ``treeinner select``): the false discovery rate 0.1 for ``"fdr"``;
 #: for ``"interval"`` 0.2, so a feature is dropped when its one-sided 80% upper bound is at or
-#: below 0. 0.2 is the level that, cross-fitted with 5 folds (the selector's default), came
-#: closest to the three criteria of ``docs/selection_benchmark.md`` (refit model no worse than
-#: all features on every data set, mean change >= 0, >= 70% of added noise dropped): a smaller
-#: alpha keeps more noise, a larger one starts to cost the refit model; that page reruns the
-#: sweep. The threshold rule keeps by its threshold and has no level.
+#: below 0 (the level tuned when TreeInner, which turns negative for what a model overfit, was
+#: the default score; ``docs/selection_benchmark.md`` reruns the sweep). The threshold rule
+#: keeps by its threshold and has no level.
 DEFAULT_ALPHA: dict[str, float] = {"fdr": 0.1, "interval": 0.2}
 
 #: The level of the reported significance table under the threshold rule with ``alpha=None``
@@ -62,11 +64,15 @@ def _check_rule(rule: Any, threshold: Any, method: Method) -> tuple[str, float]:
     """The rule to apply and its threshold, from what the caller gave.
 
     ``rule=None`` is the threshold rule when a ``threshold`` is given or the method has no
-    standard error, ``DEFAULT_RULE`` otherwise. The threshold defaults to 0 and belongs to the
-    threshold rule only.
+    standard error, ``"interval"`` for a mean |attribution| (positive by construction: no
+    p-value to control a false discovery rate with), ``DEFAULT_RULE`` otherwise. The
+    threshold defaults to 0 and belongs to the threshold rule only.
     """
     if rule is None:
-        rule = "threshold" if threshold is not None or not method.has_se else DEFAULT_RULE
+        if threshold is not None or not method.has_se:
+            rule = "threshold"
+        else:
+            rule = DEFAULT_RULE if method.signed else "interval"
     _api.check_choice("rule", rule, RULES)
     if rule != "threshold":
         if threshold is not None:
@@ -228,7 +234,7 @@ def select_features(
         ``{3, 7}``), labels are encoded as positions in its ``classes_`` first.
     method : str, default "forest_inner_initial"
         One method of ``treeinner.importance`` (any name of its registry): the recommended
-        ``forest_inner_initial`` (``treeinner.RECOMMENDED_METHOD``), ``tree_inner``,
+        ``forest_inner_initial``, ``tree_inner``,
         ``forest_inner`` (their ``_saabas`` / ``_shap`` variants), ``unbiased_gain``,
         ``permutation``, ``total_gain``, ``abs_predecomp``, ``abs_saabas``, ``abs_shap``.
         For multiclass models the score (and its standard error) is the total over classes.
@@ -250,17 +256,18 @@ def select_features(
           ignored.
 
         None: ``"threshold"`` if a ``threshold`` is given or the method has no standard error
-        (``total_gain``, ``permutation``), else ``treeinner.selection.DEFAULT_RULE``
-        (``"interval"``). ``"fdr"`` and ``"interval"`` need a method with a standard error.
+        (``total_gain``, ``permutation``), ``"interval"`` for a mean |attribution|
+        (``abs_shap``, ...: positive by construction, no p-values), else
+        ``treeinner.selection.DEFAULT_RULE`` (``"fdr"``: the default method scores a feature
+        independent of the target zero in expectation, so only a test of "better than zero"
+        tells it apart; ``"interval"`` suits TreeInner, which turns negative for what the
+        model overfit). ``"fdr"`` and ``"interval"`` need a method with a standard error.
     alpha : float or None, default None
         Level of ``"fdr"`` (the false discovery rate) and ``"interval"`` (the one-sided
         confidence bound is at level ``1 - alpha``); strictly between 0 and 0.5. None: the
         rule's default, ``treeinner.selection.DEFAULT_ALPHA``: 0.1 for ``"fdr"``, 0.2 for
         ``"interval"`` (drop a feature when its one-sided 80% upper bound is at or below 0).
-        0.2 is the level at which the interval rule, cross-fitted with 5 folds, came closest
-        to the criteria of the selection benchmark (``docs/selection_benchmark.md``): smaller
-        levels kept more of the added noise, larger ones cost the refit model test score. The
-        threshold rule keeps by its threshold, not by a level.
+        The threshold rule keeps by its threshold, not by a level.
     threshold : float or None, default None
         The threshold rule's cut: keep features whose score is strictly greater (None: 0).
         ``-inf`` keeps every feature with a score (use it with ``top_k`` to rank by the score

@@ -213,8 +213,8 @@ def _select_parser(sub: Any, func: Any, default_method: str) -> None:
         help="which features to keep: fdr (q-value <= alpha: shown to help on new data), "
         "interval (drop only the confidently useless: keep those whose one-sided 1-alpha "
         "upper bound is above 0), threshold (score above --threshold); default "
-        f"{DEFAULT_RULE} for methods with a standard error, threshold for the others or "
-        "when --threshold is given",
+        f"{DEFAULT_RULE} for methods with a p-value, interval for mean |attribution|, "
+        "threshold for the methods without a standard error or when --threshold is given",
     )
     se.add_argument(
         "--alpha",
