@@ -207,7 +207,7 @@ def test_the_defaults_follow_the_benchmark_evidence():
     combined = json.loads(path.read_text())["combined"]["valid"]
     assert RECOMMENDED_METHOD == combined["best"] == DEFAULT_METHODS[0]
     assert DEFAULT_CLI_METHODS[0] == RECOMMENDED_METHOD
-    assert DEFAULT_SIGNIFICANCE_METHODS == ("tree_inner",)  # calibrated p-values, see docs
+    assert DEFAULT_SIGNIFICANCE_METHODS == (RECOMMENDED_METHOD,)  # one method for both
     ranks = [combined["pooled"][m] for m in DEFAULT_METHODS]
     assert ranks == sorted(ranks), dict(zip(DEFAULT_METHODS, ranks))
     assert min(combined["pooled"], key=combined["pooled"].get) == RECOMMENDED_METHOD

@@ -299,7 +299,7 @@ def test_bootstrap_keeps_the_reference_fixed(logloss_cat):
         ),
         (
             "significance",
-            lambda c: treeinner.significance(c.model, c.Xv, c.yv),
+            lambda c: treeinner.significance(c.model, c.Xv, c.yv, methods="tree_inner"),
             "significance(model, X, y, ",
         ),
     ],

@@ -497,8 +497,18 @@ def _range_and_reference_cases(ctx: Ctx) -> list[ApiCase]:
     def ref(r):
         return lambda c: t.tree_inner(m, X, y, reference=r)
 
+    def centred(v, **kw):  # the initial form, centred on X or (False) the paper's
+        return lambda c: t.forest_inner(m, X, y, gradient="initial", centred=v, **kw)
+
     return _cases(
         {
+            **{f"forest_inner/centred={v!r}": (centred(v), False) for v in ["yes", None, 1]},
+            "forest_inner/centred=[True]": (centred([True]), False),
+            "forest_inner/centred=True": (centred(True), True),
+            "forest_inner/centred=False": (centred(False), True),
+            "forest_inner/centred=np.True_": (centred(np.bool_(True)), True),
+            "forest_inner/centred_reference": (centred(True, reference=(Xt, yt)), False),
+            "forest_inner/uncentred_reference": (centred(False, reference=(Xt, yt)), True),
             "predecomp/iteration_range=(3,2)": (rounds((3, 2)), False),
             "predecomp/iteration_range=(0,99)": (rounds((0, 99)), False),
             "predecomp/iteration_range='0:2'": (rounds("0:2"), False),
