@@ -876,8 +876,8 @@ def markdown(doc: dict[str, Any], figure: Path | None, docs_path: Path) -> str:
             "* treeinner follows this: `importance()`'s default columns are in this order, led "
             "by the best, which is also the command line's first default method "
             "(`treeinner._methods.RECOMMENDED_METHOD`; `tests/test_methods.py` checks both "
-            "against this page's results file). `significance()` keeps TreeInner, whose "
-            "p-values for overfit features are conservative; see "
+            "against this page's results file). `significance()`, `select_features` and "
+            "`TreeInnerSelector` test and select with it by default; its null is calibrated in "
             "[which method to use](concepts.md#which-method-to-use).",
             "",
         ]

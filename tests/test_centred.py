@@ -319,3 +319,36 @@ def test_noise_features_score_zero_for_every_loss(booster, kind):
     z = _fresh_z(_overfit(booster, kind, seed=2), kind, "forest_inner_initial")
     assert np.all(z[:2] > 5), z
     assert np.mean(np.abs(z[4:])) < 1.5, z
+
+
+def test_significance_warns_when_splits_share_their_credit():
+    """CatBoost's CTR feature combinations credit each of their features equally, so a
+    feature the target does not depend on can pass a test through its partner:
+    ``significance`` (and the selection built on it) says so; without combinations it is
+    silent."""
+    cb = pytest.importorskip("catboost")
+    rng = np.random.default_rng(0)
+    n = 1500
+    X = pd.DataFrame(
+        {
+            "plan": rng.choice(["a", "b", "c"], n),
+            "region": rng.choice(["n", "s", "e", "w"], n),
+            "noise": rng.choice([f"l{j}" for j in range(12)], n),
+        }
+    )
+    s = X["plan"].map({"a": -1.0, "b": 0.0, "c": 1.0}) + X["region"].map({"n": 0.8}).fillna(0.0)
+    y = (rng.random(n) < 1 / (1 + np.exp(-s.to_numpy()))).astype(float)
+    kw = dict(iterations=200, depth=6, verbose=False, thread_count=1, cat_features=[0, 1, 2])
+    combined = cb.CatBoostClassifier(**kw).fit(X[:1000], y[:1000])
+    groups = treeinner.from_model(combined).shared_credit()
+    assert groups and all(len(g) > 1 for g in groups)
+    with pytest.warns(UserWarning, match="share their credit equally"):
+        treeinner.significance(combined, X[1000:], y[1000:])
+    single = cb.CatBoostClassifier(**kw, max_ctr_complexity=1).fit(X[:1000], y[:1000])
+    assert treeinner.from_model(single).shared_credit() == []
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        treeinner.significance(single, X[1000:], y[1000:])
+    assert not [w for w in seen if "share their credit" in str(w.message)]
+    # a model without an input map has no shared splits
+    assert quiet_ensemble(_model("xgb", "binary")).shared_credit() == []

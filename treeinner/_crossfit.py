@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _api, _stats
 from ._errors import InputError, InputTypeError
-from ._methods import Method, Options, total_weight
+from ._methods import Method, Options, total_weight, warn_shared_credit
 from .adapters import from_model
 from .ensemble import TreeEnsemble
 
@@ -415,7 +415,7 @@ def _ensemble(estimator: Any, fitted: Any, who: str) -> Any:
     """The fitted fold model's ensemble, with a clear error for an estimator that is not a
     supported booster."""
     try:
-        return from_model(fitted)
+        ens = from_model(fitted)
     except TypeError as e:
         if "Cannot explain" in str(e):
             raise InputTypeError(
@@ -423,6 +423,8 @@ def _ensemble(estimator: Any, fitted: Any, who: str) -> Any:
                 f"treeinner.booster estimator; got {type(estimator).__name__}."
             ) from e
         raise
+    warn_shared_credit(ens)
+    return ens
 
 
 def crossfit(

@@ -18,6 +18,7 @@ data set (``Method.needs_background``: TreeInner and ForestInner with interventi
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import _api, _stats
+from . import _api, _calls, _stats
 from ._centred import centred_initial_moments, centred_initial_sums
 from ._dask import is_dask, map_add
 from ._errors import InputError
@@ -704,3 +705,22 @@ def resolve(
     if not out:
         raise InputError(f"No method given; choose from {', '.join(REGISTRY)}.")
     return out
+
+
+def warn_shared_credit(ens: TreeEnsemble) -> None:
+    """Warn that a held-out score's null of zero does not hold per feature for a model whose
+    splits combine several features (CatBoost's CTR feature combinations): such a split's
+    credit is shared equally among its features, so a feature the target does not depend on
+    gets part of what its partner gives."""
+    groups = ens.shared_credit()
+    if not groups:
+        return
+    shown = ", ".join("+".join(g) for g in groups[:4]) + (", ..." if len(groups) > 4 else "")
+    warnings.warn(
+        f"{len(groups)} feature combination(s) split on by this model ({shown}) share their "
+        "credit equally among their features: a feature the target does not depend on can "
+        "score above zero, and pass a test, through a combination with one it does. Retrain "
+        "without combinations (CatBoost: max_ctr_complexity=1) for per-feature tests.",
+        UserWarning,
+        stacklevel=_calls.user_stacklevel(),
+    )

@@ -12,7 +12,15 @@ import pandas as pd
 from . import _api, _crossfit, _stats, objectives
 from ._api import public
 from ._errors import InputError, InputTypeError
-from ._methods import RECOMMENDED_METHOD, Method, Options, get, resolve, significance_table
+from ._methods import (
+    RECOMMENDED_METHOD,
+    Method,
+    Options,
+    get,
+    resolve,
+    significance_table,
+    warn_shared_credit,
+)
 from ._staged import _weights
 from .adapters import from_model
 from .ensemble import TreeEnsemble
@@ -154,6 +162,7 @@ def significance(
         )
     else:
         ens = from_model(model)
+        warn_shared_credit(ens)
         opts = Options(sample_weight=sample_weight, reference=reference, random_state=random_state)
         est, plain = estimates(ens, X, y, chosen, opts)
         names, n_outputs = list(ens.output_names), ens.n_outputs
