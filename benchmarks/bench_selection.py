@@ -224,7 +224,7 @@ SHORT = {
 # stands for the one split [(training rows, validation rows)]
 SELECTORS: dict[str, dict[str, Any]] = {
     DEFAULT: {},
-    "interval_split": {"cv": "split"},
+    "interval_split": {"cv": "split", "rule": "interval"},
     "fdr_split": {"cv": "split", "rule": "fdr", "alpha": FDR_ALPHA},
     "threshold_split": {"cv": "split", "rule": "threshold"},
     "shap": {"attribution": "shap"},
@@ -994,8 +994,8 @@ def default_lines(summary: dict[str, Any], settings: dict[str, Any], lib: dict) 
             if others
             else "No other selector variant meets all three either."
         )
-        + " How the default was chosen, and the trade-off between the criteria that choice "
-        "faced, is the last section."
+        + " The last section sweeps the interval rule's level, the trade-off between the "
+        "criteria it faces."
     )
     return [*lines, "", verdict]
 
@@ -1026,6 +1026,23 @@ def noise_share_table(summary: dict[str, Any], fdr_alpha: float) -> list[str]:
 
 
 # ---------------------------------------------------------------------- --explore output
+def _explore_heading(ex: dict[str, Any] | None, lib: dict[str, Any] | None) -> list[str]:
+    """The heading of the --explore section: "How the default was chosen" while the sweep's
+    recorded default is the library's, else said to be an earlier default's sweep."""
+    then = None if ex is None else ex["config"].get("library_defaults", {})
+    if then is None or lib is None or then.get("rule") == lib.get("rule"):
+        return ["## How the default was chosen", ""]
+    return [
+        "## An earlier default's sweep",
+        "",
+        f"This sweep was run when the default was TreeInner with rule `{then.get('rule')}`; the "
+        f"default is now the recommended method with rule `{lib.get('rule')}` (a score whose "
+        "null is zero makes the interval rule keep most irrelevant features), and the sweep "
+        "has not been rerun for it. It is kept for the levels of the interval rule.",
+        "",
+    ]
+
+
 def explore_lines(ex: dict[str, Any] | None, lib: dict[str, Any] | None) -> list[str]:
     """The section "How the default was chosen", from the --explore results (``ex``), or a
     note that they are missing."""
@@ -1519,8 +1536,7 @@ def markdown(
         f"(Student t), on at least one of {len(s['table'])} data sets with probability "
         f"{100 * (1 - (1 - p_false) ** len(s['table'])):.0f}%.",
         "",
-        "## How the default was chosen",
-        "",
+        *_explore_heading(explore, lib),
         *explore_lines(explore, lib),
         "",
     ]
