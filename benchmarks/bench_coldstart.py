@@ -37,6 +37,8 @@ CALLS = {
     "forest_inner": "treeinner.forest_inner(m, X, y)",
     "unbiased_gain": "treeinner.unbiased_gain(m, X, y, random_state=0)",
     "importance": "treeinner.importance(m, X, y, random_state=0)",
+    "significance": "treeinner.significance(m, X, y)",
+    "select_features": "treeinner.select_features(m, X, y)",
     "demo": "python -m treeinner.demo",
 }
 
