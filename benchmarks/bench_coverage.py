@@ -195,25 +195,31 @@ def _alternatives(ens, X, y, t, rep: int) -> dict[str, tuple[np.ndarray, np.ndar
     return out
 
 
+def null_data(
+    task: str, rounds: int, rep: int, args: argparse.Namespace
+) -> tuple[treeinner.TreeEnsemble, np.ndarray, np.ndarray]:
+    """Data set ``rep`` of the null studies: the model of ``rounds`` rounds trained on 1,000
+    rows with labels independent of every feature, and its ``args.n_valid`` held-out rows."""
+    rng = np.random.default_rng([args.seed, 3, rounds, rep])
+    n = sim.N_TRAIN + args.n_valid
+    X = rng.integers(0, np.arange(2, sim.N_FEATURES + 2), size=(n, sim.N_FEATURES))
+    X = X.astype(np.float64)
+    y = (rng.random(n) < 0.5).astype(np.float64) if task == "classification" else (
+        rng.normal(size=n))  # fmt: skip
+    base = 0.5 if task == "classification" else 0.0
+    ens = treeinner.from_model(train(X[: sim.N_TRAIN], y[: sim.N_TRAIN], task, rep, rounds, base))
+    return ens, X[sim.N_TRAIN :], y[sim.N_TRAIN :]
+
+
 def null_study(task: str, rounds: int, args: argparse.Namespace) -> dict[str, Any]:
     """p-values of used features over data sets with labels independent of X."""
     pvals: dict[str, list[float]] = {m: [] for m in NULL_METHODS}
     fdp: dict[str, list[float]] = {m: [] for m in NULL_METHODS}
-    base = 0.5 if task == "classification" else 0.0
     n_sets = args.boundary_sets if rounds == 1 else args.null_sets
     n_first: dict[str, int] = {}  # p-values of the first args.null_sets data sets
     t0 = time.perf_counter()
     for rep in range(n_sets):
-        rng = np.random.default_rng([args.seed, 3, rounds, rep])
-        n = sim.N_TRAIN + args.n_valid
-        X = rng.integers(0, np.arange(2, sim.N_FEATURES + 2), size=(n, sim.N_FEATURES))
-        X = X.astype(np.float64)
-        y = (rng.random(n) < 0.5).astype(np.float64) if task == "classification" else (
-            rng.normal(size=n))  # fmt: skip
-        ens = treeinner.from_model(
-            train(X[: sim.N_TRAIN], y[: sim.N_TRAIN], task, rep, rounds, base)
-        )
-        Xv, yv = X[sim.N_TRAIN :], y[sim.N_TRAIN :]
+        ens, Xv, yv = null_data(task, rounds, rep, args)
         table = treeinner.significance(ens, Xv, yv, methods=list(METHODS), random_state=rep)
         for m in METHODS:
             t = table[table.method == m]

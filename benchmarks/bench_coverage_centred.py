@@ -106,19 +106,9 @@ def null_study(task: str, rounds: int, n_sets: int, args: argparse.Namespace) ->
     """p-values of the used features over data sets with labels independent of X."""
     pvals: dict[str, list[float]] = {m: [] for m in METHODS}
     fdp: dict[str, list[float]] = {m: [] for m in METHODS}
-    base = 0.5 if task == "classification" else 0.0
     t0 = time.perf_counter()
     for rep in range(n_sets):
-        rng = np.random.default_rng([args.seed, 3, rounds, rep])
-        n = sim.N_TRAIN + args.n_valid
-        X = rng.integers(0, np.arange(2, sim.N_FEATURES + 2), size=(n, sim.N_FEATURES))
-        X = X.astype(np.float64)
-        y = (rng.random(n) < 0.5).astype(np.float64) if task == "classification" else (
-            rng.normal(size=n))  # fmt: skip
-        ens = treeinner.from_model(
-            bc.train(X[: sim.N_TRAIN], y[: sim.N_TRAIN], task, rep, rounds, base)
-        )
-        table = _table(ens, X[sim.N_TRAIN :], y[sim.N_TRAIN :])
+        table = _table(*bc.null_data(task, rounds, rep, args))
         for m in METHODS:
             t = table[table.method == m]
             used = ~((t.score == 0) & (t.se == 0))

@@ -81,8 +81,9 @@ class Centring(NamedTuple):
     wr_leaf : ndarray
         Per leaf (0 at inner nodes) the sum of ``w r`` of its rows, r at its tree's output.
     values : ndarray
-        Centred node values: a leaf's value, and at an inner node the weighted mean of its
-        leaves' values over its rows (0 where no row reaches it).
+        Centred node values: the weighted mean of the leaf values over the node's rows (a
+        leaf's value up to rounding; exactly its child's where every row goes one way); a
+        leaf no row reaches keeps its value, an inner node 0.
     rbar : ndarray
         The weighted mean of ``r`` over the node's rows (0 where none).
     """
