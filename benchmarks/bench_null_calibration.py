@@ -147,47 +147,63 @@ POPULATION_METHODS = ("forest_inner_initial", "tree_inner", "unbiased_gain")
 Rows = list[dict[str, Any]]
 
 
-def _task(args: tuple[str, str, str, int, int]) -> tuple[Rows, Rows]:
-    """One repetition of one cell: its rows, and (for repetition 0) the population rows."""
-    size, booster, task, rep, population = args
+def _task(args: tuple[str, str, str, int, int, tuple[str, ...], int]) -> tuple[Rows, Rows]:
+    """One repetition of one cell: its rows, and (for repetition 0) the population rows.
+
+    ``draws`` validation sets of ``N_VALID`` fresh rows score the one model (the first is the
+    rows after the training rows): given the model, their tests are independent, so more draws
+    buy more tests of the model-conditional null for the price of scoring alone."""
+    size, booster, task, rep, population, methods, draws = args
     X, y = make_data(rep, task)
     model = fit(booster, task, size, X[:N_TRAIN], y[:N_TRAIN], rep)
     ref = (X[:N_TRAIN], y[:N_TRAIN]) if booster == "catboost" else None
     key = {"size": size, "booster": booster, "task": task}
-    rows = [
-        {
-            **key,
-            "rep": rep,
-            "method": r.method,
-            "feature": r.feature,
-            "z": round(float(r.score / r.se), 6) if r.se > 0 else 0.0,
-            "p_value": round(float(r.p_value), 6),
-        }
-        for r in _z_table(model, X[N_TRAIN:], y[N_TRAIN:], rep, ref, METHODS).itertuples()
-    ]
+    rows = []
+    for draw in range(draws):
+        Xv, yv = (X[N_TRAIN:], y[N_TRAIN:]) if draw == 0 else make_data(
+            (draw << 20) + rep, task, N_VALID
+        )  # fmt: skip
+        rows += [
+            {
+                **key,
+                "rep": rep,
+                "draw": draw,
+                "method": r.method,
+                "feature": r.feature,
+                "z": round(float(r.score / r.se), 6) if r.se > 0 else 0.0,
+                "p_value": round(float(r.p_value), 6),
+            }
+            for r in _z_table(model, Xv, yv, rep, ref, methods).itertuples()
+        ]
     pop = []
-    if rep == 0 and population > 0:
+    pop_methods = tuple(m for m in POPULATION_METHODS if m in methods)
+    if rep == 0 and population > 0 and pop_methods:
         Xp, yp = make_data(10_000 + rep, task, population)
         scale = np.sqrt(N_VALID / population)
-        for r in _z_table(model, Xp, yp, rep, ref, POPULATION_METHODS).itertuples():
+        for r in _z_table(model, Xp, yp, rep, ref, pop_methods).itertuples():
             z = float(r.score / r.se) * scale if r.se > 0 else 0.0
             pop.append({**key, "method": r.method, "feature": r.feature, "z_per_1000": round(z, 4)})
     return rows, pop
 
 
 def run(
-    reps: int, population: int, jobs: int = 1
+    reps: int,
+    population: int,
+    jobs: int = 1,
+    methods: tuple[str, ...] = METHODS,
+    draws: int = 1,
+    boosters: tuple[str, ...] = BOOSTERS,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     tasks = [
-        (size, booster, task, rep, population)
-        for size, booster, task in itertools.product(SIZES, BOOSTERS, TASKS)
+        (size, booster, task, rep, population, methods, draws)
+        for size, booster, task in itertools.product(SIZES, boosters, TASKS)
         for rep in range(reps)
     ]
     if jobs > 1:
         # one Numba thread a process: the processes are the parallelism
         os.environ["NUMBA_NUM_THREADS"] = "1"
         with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-            parts = list(pool.map(_task, tasks, chunksize=1))
+            parts = list(pool.map(_task, tasks, chunksize=4))
     else:
         parts = [_task(t) for t in tasks]
     rows = [r for part, _ in parts for r in part]
@@ -286,12 +302,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=40, help="repetitions per booster and task")
     p.add_argument("--population", type=int, default=200_000, help="fresh rows (0: none)")
     p.add_argument("--jobs", type=int, default=1, help="processes (one Numba thread each)")
+    p.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods")
+    p.add_argument("--draws", type=int, default=1, help="validation sets scored per model")
+    p.add_argument("--boosters", default=",".join(BOOSTERS), help="comma-separated boosters")
     p.add_argument("--output", type=Path, default=RESULTS)
     args = p.parse_args(argv)
+    methods = tuple(args.methods.split(","))
+    boosters = tuple(args.boosters.split(","))
     if args.reps < 2:
         p.error("--reps must be at least 2")
     start = time.perf_counter()
-    rows, pop = run(args.reps, args.population, args.jobs)
+    rows, pop = run(args.reps, args.population, args.jobs, methods, args.draws, boosters)
     summary = summarize(rows, pop)
     elapsed = time.perf_counter() - start
     table = markdown(summary)
@@ -303,7 +324,11 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python benchmarks/bench_null_calibration.py"
         + (f" --reps {args.reps}" if args.reps != 40 else "")
         + (f" --population {args.population}" if args.population != 200_000 else "")
-        + (f" --jobs {args.jobs}" if args.jobs != 1 else ""),
+        + (f" --jobs {args.jobs}" if args.jobs != 1 else "")
+        + (f" --methods {args.methods}" if methods != METHODS else "")
+        + (f" --draws {args.draws}" if args.draws != 1 else "")
+        + (f" --boosters {args.boosters}" if boosters != BOOSTERS else "")
+        + (f" --output {args.output}" if args.output != RESULTS else ""),
         "elapsed_s": elapsed,
         "cpu_count": os.cpu_count(),
         "versions": {
@@ -315,8 +340,8 @@ def main(argv: list[str] | None = None) -> int:
             "python": sys.version.split()[0],
         },
         "reps": args.reps,
-        "cells": "depth 4, 31 leaves x xgboost, lightgbm, catboost, hgb x binary, multiclass, "
-        "regression",
+        "draws": args.draws,
+        "cells": f"depth 4, 31 leaves x {', '.join(boosters)} x binary, multiclass, regression",
         "summary": summary.to_dict(orient="records"),
         "pooled": overall.to_dict(orient="records"),
         "markdown": table,

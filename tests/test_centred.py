@@ -322,10 +322,11 @@ def test_noise_features_score_zero_for_every_loss(booster, kind):
 
 
 def test_significance_warns_when_splits_share_their_credit():
-    """CatBoost's CTR feature combinations credit each of their features equally, so a
-    feature the target does not depend on can pass a test through its partner:
-    ``significance`` (and the selection built on it) says so; without combinations it is
-    silent."""
+    """CatBoost's CTR feature combinations credit each of their features equally under every
+    method but the recommended one (which credits them by Shapley values,
+    ``tests/test_shapley_credit.py``), so a feature the target does not depend on can pass a
+    test through its partner: ``significance`` says so for those methods, naming them; for
+    the recommended method, and without combinations, it is silent."""
     cb = pytest.importorskip("catboost")
     rng = np.random.default_rng(0)
     n = 1500
@@ -342,13 +343,18 @@ def test_significance_warns_when_splits_share_their_credit():
     combined = cb.CatBoostClassifier(**kw).fit(X[:1000], y[:1000])
     groups = treeinner.from_model(combined).shared_credit()
     assert groups and all(len(g) > 1 for g in groups)
-    with pytest.warns(UserWarning, match="share their credit equally"):
-        treeinner.significance(combined, X[1000:], y[1000:])
+
+    def shared_warnings(model, **kw):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            treeinner.significance(model, X[1000:], y[1000:], **kw)
+        return [str(w.message) for w in seen if "feature combination" in str(w.message)]
+
+    (message,) = shared_warnings(combined, methods=["forest_inner_initial", "tree_inner_shap"])
+    assert "['tree_inner_shap']" in message and "Shapley" in message
+    assert shared_warnings(combined) == []  # the recommended method credits by Shapley values
     single = cb.CatBoostClassifier(**kw, max_ctr_complexity=1).fit(X[:1000], y[:1000])
     assert treeinner.from_model(single).shared_credit() == []
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        treeinner.significance(single, X[1000:], y[1000:])
-    assert not [w for w in seen if "share their credit" in str(w.message)]
+    assert shared_warnings(single, methods="tree_inner_shap") == []
     # a model without an input map has no shared splits
     assert quiet_ensemble(_model("xgb", "binary")).shared_credit() == []

@@ -18,6 +18,10 @@ Centred node values use neither hessians nor lambda, so PreDecomp and Saabas giv
 score. With TreeSHAP, the node weights TreeSHAP splits by are the evaluation rows' weights
 instead of the training covers, and ``r`` is centred on its mean over the evaluation rows.
 
+A split on a combination of features (CatBoost's CTR combinations) is credited to them by
+Shapley values over permutations of the evaluation rows (``_shapley_credit``), so a feature
+independent of the target scores zero there too.
+
 Both are two passes over the rows (``kernels.centred``): node sums, then the scores and the
 sums of the squared per-row terms. Each pass is a sum over rows, so a Dask collection is
 mapped over its partitions twice; the score itself is not a sum over rows (its node means
@@ -31,6 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._dask import is_dask, map_add
+from ._shapley_credit import shapley_credit_ensemble
 from ._splits import split_credit
 from ._staged import _leaf_lists, _weights, initial_gradients, list_moments
 from ._stats import Moments, moments_from_rows
@@ -219,6 +224,7 @@ def centred_initial_moments(
         the per-row terms, so that ``estimate(mean=False)`` gives the score and its sampling
         variance.
     """
+    ens = shapley_credit_ensemble(ens)
     cen = centring(ens, X, y, sample_weight)
     if shap:
         ens_w, rbar = _shap_setup(ens, cen)
@@ -241,4 +247,5 @@ def centred_initial_sums(
     attribution from the first pass alone."""
     if shap:
         return centred_initial_moments(ens, X, y, True, sample_weight).s1
+    ens = shapley_credit_ensemble(ens)
     return _split_scores(ens, centring(ens, X, y, sample_weight))

@@ -411,7 +411,7 @@ def _fold_part(m: Method, ens: Any, X: Any, y: Any, opts: Options) -> _stats.Est
     return _stats.Estimate(score, nan, nan[:, 0].copy(), total_weight(X, opts.sample_weight))
 
 
-def _ensemble(estimator: Any, fitted: Any, who: str) -> Any:
+def _ensemble(estimator: Any, fitted: Any, who: str, methods: Sequence[Method]) -> Any:
     """The fitted fold model's ensemble, with a clear error for an estimator that is not a
     supported booster."""
     try:
@@ -423,7 +423,7 @@ def _ensemble(estimator: Any, fitted: Any, who: str) -> Any:
                 f"treeinner.booster estimator; got {type(estimator).__name__}."
             ) from e
         raise
-    warn_shared_credit(ens)
+    warn_shared_credit(ens, methods)
     return ens
 
 
@@ -497,7 +497,7 @@ def crossfit(
             fit_params=fit_params,
             names=names,
         )
-        ens = _ensemble(estimator, model, who)
+        ens = _ensemble(estimator, model, who, methods)
         fold_names = [str(v) for v in ens.output_names]
         if len(fold_names) != n_cols:
             raise InputError(

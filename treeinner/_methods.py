@@ -170,6 +170,10 @@ class Method:
         Whether its scores are per pair of output features: ``compute`` returns (and ``score``
         gives) shape (n_output_features, n_output_features, n_outputs); such a method is in
         ``OPTIONAL``, has no standard error and is computed alone.
+    combinations_by_shapley : bool
+        Whether it credits a split on a combination of features (CatBoost's CTR
+        combinations) to them by Shapley values over permutations (``_shapley_credit``),
+        rather than equally.
     """
 
     name: str
@@ -190,6 +194,7 @@ class Method:
     attribution: str | None = None
     needs_background: bool = False
     pairwise: bool = False
+    combinations_by_shapley: bool = False
 
     def score(self, ens: TreeEnsemble, X: Any, y: Any, opts: Options) -> np.ndarray:
         """The finished scores on all rows of X: (n_output_features, n_outputs) (or one
@@ -478,6 +483,9 @@ def _centred_method(attribution: str) -> Method:
         takes_dask=True,
         family="forest_inner_initial",
         attribution=attribution,
+        # TreeSHAP shares a combination player's interactions with its features' own splits,
+        # which the Shapley credit of the combinations leaves as they are
+        combinations_by_shapley=not shap,
     )
 
 
@@ -707,20 +715,24 @@ def resolve(
     return out
 
 
-def warn_shared_credit(ens: TreeEnsemble) -> None:
+def warn_shared_credit(ens: TreeEnsemble, methods: Sequence[Method]) -> None:
     """Warn that a held-out score's null of zero does not hold per feature for a model whose
-    splits combine several features (CatBoost's CTR feature combinations): such a split's
-    credit is shared equally among its features, so a feature the target does not depend on
-    gets part of what its partner gives."""
-    groups = ens.shared_credit()
+    splits combine several features (CatBoost's CTR feature combinations), under the methods
+    that do not credit such splits by Shapley values (``Method.combinations_by_shapley``):
+    a feature the target does not depend on gets part of what its partner gives."""
+    equal = [m.name for m in methods if not m.combinations_by_shapley]
+    groups = ens.shared_credit() if equal else []
     if not groups:
         return
     shown = ", ".join("+".join(g) for g in groups[:4]) + (", ..." if len(groups) > 4 else "")
     warnings.warn(
-        f"{len(groups)} feature combination(s) split on by this model ({shown}) share their "
-        "credit equally among their features: a feature the target does not depend on can "
-        "score above zero, and pass a test, through a combination with one it does. Retrain "
-        "without combinations (CatBoost: max_ctr_complexity=1) for per-feature tests.",
+        f"This model splits on {len(groups)} feature combination(s) ({shown}). Under "
+        f"{equal}, a feature the target does not depend on can score above zero, and pass a "
+        "test, through a combination with one it does (a combination's splits are credited "
+        "equally to its features; TreeSHAP also shares their interactions with the "
+        f"features' own splits). {RECOMMENDED_METHOD!r} credits combinations by Shapley "
+        "values over permutations; or retrain without combinations (CatBoost: "
+        "max_ctr_complexity=1).",
         UserWarning,
         stacklevel=_calls.user_stacklevel(),
     )

@@ -162,7 +162,7 @@ def significance(
         )
     else:
         ens = from_model(model)
-        warn_shared_credit(ens)
+        warn_shared_credit(ens, chosen)
         opts = Options(sample_weight=sample_weight, reference=reference, random_state=random_state)
         est, plain = estimates(ens, X, y, chosen, opts)
         names, n_outputs = list(ens.output_names), ens.n_outputs

@@ -109,18 +109,9 @@ def _one_decision(ens: TreeEnsemble, lo: int, hi: int) -> bool:
     return all(np.array_equal(w, words[0]) for w in words)
 
 
-def _players(ens: TreeEnsemble) -> tuple[np.ndarray, np.ndarray | None]:
-    """The Shapley player of every kernel column, and how players are credited to features.
-
-    Without an ``input_map`` every column is a feature of its own. With one, a column credited
-    wholly to one feature (a CatBoost one-hot or CTR split on it) is that feature, so all splits
-    on one categorical feature are one player; the columns credited to one set of several
-    features (CTR splits on one combination) are one player, whose values are shared out as
-    the credit says (CatBoost's ShapValues do the same).
-    """
-    if ens.input_map is None:
-        return np.arange(ens.n_features, dtype=np.int64), None
-    credit = ens.input_map.credit
+def players_of(credit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The Shapley player of every kernel column of an input map's ``credit``, and how the
+    players are credited to features (``_players``)."""
     n_out = credit.shape[1]
     single = (np.count_nonzero(credit, axis=1) == 1) & np.isclose(credit.sum(axis=1), 1.0)
     player = np.empty(credit.shape[0], dtype=np.int64)
@@ -128,6 +119,24 @@ def _players(ens: TreeEnsemble) -> tuple[np.ndarray, np.ndarray | None]:
     shared, code = np.unique(credit[~single], axis=0, return_inverse=True)
     player[~single] = n_out + code.ravel()
     return player, np.vstack([np.eye(n_out), shared])
+
+
+def _players(ens: TreeEnsemble) -> tuple[np.ndarray, np.ndarray | None]:
+    """The Shapley player of every kernel column, and how players are credited to features.
+
+    Without an ``input_map`` every column is a feature of its own. With one, a column credited
+    wholly to one feature (a CatBoost one-hot or CTR split on it) is that feature, so all splits
+    on one categorical feature are one player; the columns credited to one set of several
+    features (CTR splits on one combination) are one player, whose values are shared out as
+    the credit says (CatBoost's ShapValues do the same). An input map with players of its own
+    (``players()``, the copies of ``_shapley_credit``) gives them.
+    """
+    if ens.input_map is None:
+        return np.arange(ens.n_features, dtype=np.int64), None
+    own = getattr(ens.input_map, "players", None)
+    if own is not None:
+        return own()
+    return players_of(np.asarray(ens.input_map.credit))
 
 
 # The quadrature tables of one tree hold (nodes x points) float64 values, three times, and every
