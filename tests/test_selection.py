@@ -596,6 +596,87 @@ def test_selector_rounds_with_each_rule(rule):
     assert set(SIGNAL) <= set(sel.get_feature_names_out())
 
 
+# ---------------------------------------------------------------------- recursive elimination
+def _recursive_data(n=1500, seed=0):
+    """Four relevant features of decreasing strength and eight independent noise ones."""
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame(rng.normal(size=(n, 12)), columns=[f"x{j}" for j in range(12)])
+    logit = X.x0 + 0.8 * X.x1 - 0.6 * X.x2 + 0.5 * X.x3
+    return X, (rng.random(n) < 1 / (1 + np.exp(-logit.to_numpy()))).astype(int)
+
+
+def _xgb_classifier():
+    xgb = pytest.importorskip("xgboost")
+    return xgb.XGBClassifier(n_estimators=60, max_depth=3, learning_rate=0.1, n_jobs=1,
+                             random_state=0)  # fmt: skip
+
+
+def test_recursive_selector_recovers_the_true_features():
+    """Drop, refit, rescore: the held-out loss curve chooses exactly the four relevant
+    features, and the path records every step (fewer features each time, one chosen, the
+    chosen step's set the selector's)."""
+    X, y = _recursive_data()
+    sel = TreeInnerSelector(_xgb_classifier(), strategy="recursive", random_state=0).fit(X, y)
+    assert list(sel.get_feature_names_out()) == ["x0", "x1", "x2", "x3"]
+    path = sel.path_
+    assert list(path.columns) == ["n_features", "loss", "loss_se", "diff_se", "best", "chosen",
+                                  "features", "dropped"]  # fmt: skip
+    assert path["n_features"].iloc[0] == 12 and path["n_features"].is_monotonic_decreasing
+    assert path["chosen"].sum() == 1 and path["best"].sum() == 1
+    chosen = path[path["chosen"]].iloc[0]
+    assert chosen["features"] == list(sel.get_feature_names_out())
+    best = path[path["best"]].iloc[0]
+    assert chosen["loss"] <= best["loss"] + chosen["diff_se"]  # within one paired s.e.
+    for k in range(len(path) - 1):  # each step's set is the last one's minus what it dropped
+        left = [f for f in path["features"].iloc[k] if f not in path["dropped"].iloc[k]]
+        assert left == path["features"].iloc[k + 1]
+    # scores_ and significance_ are the chosen step's; history_ has every step's scores
+    assert len(sel.history_) == len(path)
+    assert sel.scores_.notna().sum() == chosen["n_features"]
+    assert set(sel.significance_["feature"]) == set(chosen["features"])
+    assert sel.estimator_.n_features_in_ == 4
+    # choose="best" takes the lowest loss
+    best_sel = clone(sel).set_params(choose="best", refit=False).fit(X, y)
+    assert list(best_sel.get_feature_names_out()) == best["features"]
+
+
+def test_recursive_selector_is_deterministic_and_parallel_alike():
+    X, y = _recursive_data(n=800, seed=3)
+    kw = dict(strategy="recursive", refit=False, step=2)
+    a = TreeInnerSelector(_xgb_classifier(), random_state=7, **kw).fit(X, y)
+    b = TreeInnerSelector(_xgb_classifier(), random_state=7, n_jobs=2, **kw).fit(X, y)
+    pd.testing.assert_frame_equal(a.path_, b.path_)
+    np.testing.assert_array_equal(a.support_, b.support_)
+    c = TreeInnerSelector(_xgb_classifier(), random_state=8, **kw).fit(X, y)
+    assert not np.allclose(a.path_["loss"].iloc[0], c.path_["loss"].iloc[0])  # other folds
+    # a rule fit has no path
+    assert not hasattr(TreeInnerSelector(_gbm(n_estimators=5), refit=False).fit(*_data(200)),
+                       "path_")  # fmt: skip
+
+
+def test_recursive_selector_with_catboost_categories():
+    """CatBoost with categorical columns (kept by name in every refit): the relevant
+    categorical and numeric features are kept, the noise dropped."""
+    cb = pytest.importorskip("catboost")
+    rng = np.random.default_rng(1)
+    n = 1500
+    X = pd.DataFrame({
+        "plan": rng.choice(["a", "b", "c"], n),
+        "noise_cat": rng.choice([f"l{j}" for j in range(20)], n),
+        "x": rng.normal(size=n),
+        "noise": rng.normal(size=n),
+    })  # fmt: skip
+    logit = X["plan"].map({"a": -1.2, "b": 0.0, "c": 1.2}).to_numpy() + X["x"].to_numpy()
+    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
+    est = cb.CatBoostClassifier(iterations=60, depth=3, cat_features=["plan", "noise_cat"],
+                                thread_count=1, verbose=0, allow_writing_files=False,
+                                random_seed=0)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # CatBoost's PreDecomp note
+        sel = TreeInnerSelector(est, strategy="recursive", random_state=0, refit=False).fit(X, y)
+    assert list(sel.get_feature_names_out()) == ["plan", "x"]
+
+
 def test_selector_keeps_the_best_when_nothing_passes():
     X, y = _data(n=300)
     sel = TreeInnerSelector(_gbm(n_estimators=10), threshold=1e12, random_state=0)
@@ -687,6 +768,13 @@ def test_selector_random_state_and_split():
         ({"alpha": 0.7}, "alpha must be"),
         ({"cv": [(np.arange(50), np.arange(40, 100))]}, "holds out rows it also trains on"),
         ({"cv": 2.5}, "cv must be None"),
+        ({"strategy": "greedy"}, "strategy must be one of"),
+        ({"strategy": "recursive", "step": 0}, "step must be"),
+        ({"strategy": "recursive", "step": 1.0}, "step must be"),
+        ({"strategy": "recursive", "choose": "min"}, "choose must be one of"),
+        ({"strategy": "recursive", "min_features": 0}, "min_features"),
+        ({"n_jobs": 0}, "n_jobs must be"),
+        ({"verbose": "yes"}, "verbose"),
     ],
 )
 def test_selector_bad_parameters(kw, match):
@@ -739,19 +827,22 @@ def _sklearn_checks():
     declare array-API support, which the boosters inside cannot have (scikit-learn would
     skip them)."""
     params = []
-    for est in (
-        TreeInnerSelector(_gbm(n_estimators=5, max_depth=2), random_state=0),
-        TreeInnerSelector(_gbm(GBMClassifier, n_estimators=5, max_depth=2), random_state=0),
-    ):
-        for e, check in estimator_checks_generator(est, legacy=True):
-            name = getattr(check, "func", check).__name__
-            if "array_api" in name:
-                continue
-            kind = type(e.estimator).__name__
-            key, marks = f"{kind}-{name}", ()
-            if key in EXPECTED_FAILED_CHECKS:
-                marks = pytest.mark.xfail(reason=EXPECTED_FAILED_CHECKS[key], strict=True)
-            params.append(pytest.param(e, check, id=key, marks=marks))
+    for strategy in ("rule", "recursive"):
+        for est in (
+            TreeInnerSelector(_gbm(n_estimators=5, max_depth=2), random_state=0),
+            TreeInnerSelector(_gbm(GBMClassifier, n_estimators=5, max_depth=2), random_state=0),
+        ):
+            est.set_params(strategy=strategy)
+            for e, check in estimator_checks_generator(est, legacy=True):
+                name = getattr(check, "func", check).__name__
+                if "array_api" in name:
+                    continue
+                kind = type(e.estimator).__name__
+                key, marks = f"{kind}-{name}", ()
+                if key in EXPECTED_FAILED_CHECKS:
+                    marks = pytest.mark.xfail(reason=EXPECTED_FAILED_CHECKS[key], strict=True)
+                test_id = key if strategy == "rule" else f"recursive-{key}"
+                params.append(pytest.param(e, check, id=test_id, marks=marks))
     return params
 
 

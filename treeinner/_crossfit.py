@@ -24,6 +24,7 @@ from ._errors import InputError, InputTypeError
 from ._methods import Method, Options, total_weight, warn_shared_credit
 from .adapters import from_model
 from .ensemble import TreeEnsemble
+from .objectives import get_objective
 
 __all__ = [
     "FEATURE_PARAMS",
@@ -391,6 +392,9 @@ class CrossFit:
     feature_names : list of str
     n_outputs : int
     n_splits : int
+    losses : ndarray of shape (n_samples,) or None
+        With ``losses=True``: every held-out row's loss under its fold's model (the model's
+        objective at its margin; NaN for rows no split holds out).
     """
 
     estimates: dict[str, _stats.Estimate | None]
@@ -398,6 +402,7 @@ class CrossFit:
     feature_names: list[str]
     n_outputs: int
     n_splits: int
+    losses: np.ndarray | None = None
 
 
 def _fold_part(m: Method, ens: Any, X: Any, y: Any, opts: Options) -> _stats.Estimate:
@@ -440,6 +445,8 @@ def crossfit(
     cols: np.ndarray | None = None,
     names: Any = None,
     who: str = "cross-fitting",
+    losses: bool = False,
+    n_jobs: int | None = None,
 ) -> CrossFit:
     """Fit a clone of ``estimator`` on each split's training rows, score its held-out rows
     with ``methods`` and pool the splits.
@@ -476,17 +483,22 @@ def crossfit(
         first fold model's feature names.
     who : str
         Who is asking, for error messages.
+    losses : bool
+        Also record every held-out row's loss under its fold's model (``CrossFit.losses``).
+    n_jobs : int or None
+        Splits fit and scored at once, in threads (joblib's convention: None or 1 one at a
+        time, -1 as many as there are cores).
 
     Returns
     -------
     CrossFit
     """
     n_cols = int(X.shape[1]) if cols is None else len(cols)
-    parts: dict[str, list[_stats.Estimate]] = {m.name: [] for m in methods}
-    feature_names: list[str] | None = None
-    n_outputs = None
     uses_reference = any(m.uses_reference for m in methods)
-    for k, (train, test) in enumerate(splits):
+
+    def fold(train: np.ndarray, test: np.ndarray) -> tuple:
+        """One split: the fold model's ensemble, its methods' estimates on the held-out rows
+        and (with ``losses``) their losses."""
         model = fit_clone(
             estimator,
             X,
@@ -498,6 +510,41 @@ def crossfit(
             names=names,
         )
         ens = _ensemble(estimator, model, who, methods)
+        reference: tuple | None = None
+        if uses_reference and needs_reference(ens):
+            # no stored hessian covers (CatBoost beyond RMSE): node values and training sums
+            # from the rows the fold's model was trained on
+            reference = (take(X, train, cols), encode_labels(model, y[train]))
+            if sample_weight is not None:
+                reference += (sample_weight[train],)
+        opts = Options(
+            sample_weight=None if sample_weight is None else sample_weight[test],
+            reference=reference,
+            random_state=random_state,
+        )
+        Xt, yt = take(X, test, cols), encode_labels(model, y[test])
+        found = {m.name: _fold_part(m, ens, Xt, yt, opts) for m in methods}
+        fold_loss = None
+        if losses:
+            fold_loss = get_objective(ens).losses(
+                np.asarray(yt, dtype=np.float64), ens.predict_margin(Xt)
+            )
+        return ens, found, fold_loss
+
+    if n_jobs is None or n_jobs == 1 or len(splits) < 2:
+        folds = [fold(train, test) for train, test in splits]
+    else:
+        from joblib import Parallel, delayed
+
+        # threads: the boosters' fits and treeinner's kernels release the GIL
+        folds = Parallel(n_jobs=n_jobs, prefer="threads")(
+            delayed(fold)(train, test) for train, test in splits
+        )
+    parts: dict[str, list[_stats.Estimate]] = {m.name: [] for m in methods}
+    feature_names: list[str] | None = None
+    n_outputs = None
+    row_loss = np.full(X.shape[0], np.nan) if losses else None
+    for k, ((_, test), (ens, found, fold_loss)) in enumerate(zip(splits, folds)):
         fold_names = [str(v) for v in ens.output_names]
         if len(fold_names) != n_cols:
             raise InputError(
@@ -512,21 +559,10 @@ def crossfit(
                 f"The model of split {k} has {ens.n_outputs} outputs, that of split 0 "
                 f"{n_outputs} (a class missing from a split's training rows?); cannot pool them."
             )
-        reference: tuple | None = None
-        if uses_reference and needs_reference(ens):
-            # no stored hessian covers (CatBoost beyond RMSE): node values and training sums
-            # from the rows the fold's model was trained on
-            reference = (take(X, train, cols), encode_labels(model, y[train]))
-            if sample_weight is not None:
-                reference += (sample_weight[train],)
-        opts = Options(
-            sample_weight=None if sample_weight is None else sample_weight[test],
-            reference=reference,
-            random_state=random_state,
-        )
-        Xt, yt = take(X, test, cols), encode_labels(model, y[test])
         for m in methods:
-            parts[m.name].append(_fold_part(m, ens, Xt, yt, opts))
+            parts[m.name].append(found[m.name])
+        if row_loss is not None:
+            row_loss[test] = fold_loss
     estimates: dict[str, _stats.Estimate | None] = {}
     scores: dict[str, np.ndarray] = {}
     for m in methods:
@@ -538,4 +574,6 @@ def crossfit(
     if names is not None:
         sel = np.asarray(names, dtype=object)
         feature_names = [str(v) for v in (sel if cols is None else sel[cols])]
-    return CrossFit(estimates, scores, list(feature_names or []), int(n_outputs or 1), len(splits))
+    return CrossFit(
+        estimates, scores, list(feature_names or []), int(n_outputs or 1), len(splits), row_loss
+    )

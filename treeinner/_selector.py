@@ -27,7 +27,7 @@ except ImportError as e:  # pragma: no cover - exercised only without scikit-lea
         "(or pip install 'treeinner[test]')."
     ) from e
 
-from . import _api, _crossfit, objectives
+from . import _api, _crossfit, _elimination, objectives
 from ._api import public
 from ._methods import RECOMMENDED_METHOD, get, significance_table
 from ._staged import _weights
@@ -43,6 +43,10 @@ from .selection import (
 )
 
 __all__ = ["TreeInnerSelector"]
+
+#: ``"rule"``: keep what the rule passes (in ``max_rounds`` rounds); ``"recursive"``: drop by
+#: steps, refit, and choose the set on the held-out loss curve (``_elimination``)
+STRATEGIES = ("rule", "recursive")
 
 
 def _is_frame(X: Any) -> bool:
@@ -129,7 +133,31 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         not set.
     max_rounds : int, default 1
         Rounds of (fit, score, drop). Rounds stop early once the rule keeps every remaining
-        feature (and ``top_k`` drops none).
+        feature (and ``top_k`` drops none). Only with ``strategy="rule"``.
+    strategy : {"rule", "recursive"}, default "rule"
+        ``"rule"``: keep what ``rule`` passes (in ``max_rounds`` rounds). ``"recursive"``:
+        recursive held-out elimination. Each step cross-fits on the features left, scores
+        them, records every held-out row's loss, then drops the confidently useless features
+        (one-sided 80% upper bound at or below 0) and, to make at least ``step``, those
+        with the largest p-values; down to ``min_features`` (or until a step's loss is 3
+        paired standard errors above the best). The kept set is the step that ``choose``
+        picks on the held-out loss curve (``path_``); ``rule``, ``alpha``, ``threshold``,
+        ``top_k`` and ``max_rounds`` are not used.
+    step : float or int, default 0.2
+        With ``strategy="recursive"``: the features a step drops at least, as a fraction
+        of those left (rounded up) or a count.
+    choose : {"one_se", "best"}, default "one_se"
+        With ``strategy="recursive"``: ``"one_se"`` keeps the fewest features whose mean
+        held-out loss is within one standard error of the best step's (the standard error
+        of the paired per-row difference: every step scores the same rows); ``"best"`` the
+        best step's.
+    min_features : int, default 1
+        With ``strategy="recursive"``: the fewest features a step keeps.
+    n_jobs : int or None, default None
+        Cross-fitting splits fit and scored at once, in threads (None or 1: one at a time;
+        -1: one per core). Give the estimator one thread of its own then.
+    verbose : bool, default False
+        With ``strategy="recursive"``: a progress bar over the steps (tqdm).
     random_state : int, numpy RandomState or None, default None
         Seed of the shuffled folds of ``cv=int`` (or of the held-out split of ``cv=None``)
         and of the random draws of ``permutation`` / ``unbiased_gain``. The estimator's own
@@ -141,8 +169,9 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         The clone of ``estimator`` fit on all rows with the kept features (only with
         ``refit=True``).
     scores_ : pandas.Series
-        The last round's held-out scores (pooled over the splits), indexed by feature name;
-        NaN for features dropped in earlier rounds. For multiclass models, the totals over
+        The last round's held-out scores (pooled over the splits; with
+        ``strategy="recursive"`` the chosen step's), indexed by feature name; NaN for
+        features dropped in earlier rounds. For multiclass models, the totals over
         the classes.
     significance_ : pandas.DataFrame
         The last round's significance table, as ``treeinner.significance`` gives it, for the
@@ -153,8 +182,14 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         is the one-sided ``1 - alpha`` upper bound the ``"interval"`` rule reads. NaN
         statistics for methods without a standard error.
     history_ : list of pandas.Series
-        The scores of every round, each indexed by every feature name (NaN where a feature was
-        no longer in the model).
+        The scores of every round (step), each indexed by every feature name (NaN where a
+        feature was no longer in the model).
+    path_ : pandas.DataFrame
+        Only with ``strategy="recursive"``: one row per step, with ``n_features``, the mean
+        held-out ``loss`` (the model's objective: log loss, squared error / 2, ...) and its
+        ``loss_se``, ``diff_se`` (standard error of the paired difference to the best
+        step), ``best``, ``chosen``, ``features`` (kept in that step) and ``dropped`` (after
+        it). ``scores_`` and ``significance_`` are then the chosen step's.
     support_ : ndarray of bool, shape (n_features_in_,)
         Mask of the kept features.
     n_features_in_ : int
@@ -207,6 +242,12 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         top_k: int | None = None,
         refit: bool = True,
         max_rounds: int = 1,
+        strategy: str = "rule",
+        step: float | int = 0.2,
+        choose: str = "one_se",
+        min_features: int = 1,
+        n_jobs: int | None = None,
+        verbose: bool = False,
         random_state: Any = None,
     ) -> None:
         self.estimator = estimator
@@ -220,6 +261,12 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         self.top_k = top_k
         self.refit = refit
         self.max_rounds = max_rounds
+        self.strategy = strategy
+        self.step = step
+        self.choose = choose
+        self.min_features = min_features
+        self.n_jobs = n_jobs
+        self.verbose = verbose
         self.random_state = random_state
 
     # ------------------------------------------------------------------ tags and checks
@@ -253,6 +300,20 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         else:
             _crossfit.check_cv(self.cv)
         _api.check_flag("refit", self.refit)
+        _api.check_flag("verbose", self.verbose)
+        if self.strategy not in STRATEGIES:
+            raise InputError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}.")
+        if self.strategy == "recursive":
+            _elimination.check_step(self.step)
+            if self.choose not in _elimination.CHOICES:
+                raise InputError(
+                    f"choose must be one of {_elimination.CHOICES}, got {self.choose!r}."
+                )
+            _api.check_count("min_features", self.min_features)
+        if self.n_jobs is not None and (
+            isinstance(self.n_jobs, bool) or not isinstance(self.n_jobs, int) or self.n_jobs == 0
+        ):
+            raise InputError(f"n_jobs must be None or a non-zero int, got {self.n_jobs!r}.")
         return column, rule, threshold, alpha, top_k, max_rounds
 
     def _validate(self, X: Any, y: Any) -> tuple[Any, Any]:
@@ -299,10 +360,11 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
     def _score_round(
-        self, X, y, sw, fit_params, splits, cols, names, column, alpha, seed
-    ) -> pd.DataFrame:
+        self, X, y, sw, fit_params, splits, cols, names, column, alpha, seed, losses=False
+    ) -> Any:
         """The significance table of one round: the estimator cross-fit on ``splits`` with
-        the columns ``cols``, scored by ``column``, the splits pooled."""
+        the columns ``cols``, scored by ``column``, the splits pooled; with ``losses`` also
+        every held-out row's loss."""
         p = self.n_features_in_
         fit = _crossfit.crossfit(
             self.estimator,
@@ -316,10 +378,13 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
             cols=None if len(cols) == p else cols,
             names=names,
             who=type(self).__name__,
+            losses=losses,
+            n_jobs=self.n_jobs,
         )
-        return significance_table(
+        table = significance_table(
             fit.estimates, fit.scores, fit.feature_names, fit.n_outputs, _table_level(alpha)
         )
+        return (table, fit.losses) if losses else table
 
     def fit(
         self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any
@@ -357,6 +422,11 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
             validation_fraction=self.validation_fraction if self.cv is None else None,
         )
 
+        if self.strategy == "recursive":
+            cols, table, history, scores = self._eliminate(
+                X, y, sw, fit_params, splits, names, column, alpha, seed
+            )
+            return self._finish(X, y, sw, fit_params, names, cols, table, history, scores)
         cols = np.arange(p)
         history = []
         for _ in range(max_rounds):
@@ -383,12 +453,67 @@ class TreeInnerSelector(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
             if keep.all():
                 break
             cols = cols[keep]
+        if hasattr(self, "path_"):
+            del self.path_
+        return self._finish(X, y, sw, fit_params, names, cols, table, history, history[-1])
 
+    def _eliminate(self, X, y, sw, fit_params, splits, names, column, alpha, seed) -> tuple:
+        """``strategy="recursive"``: steps of (cross-fit, score, drop) down to
+        ``min_features`` (or until the held-out loss is far above the best), then the set the
+        loss curve chooses; sets ``path_``. Returns the kept columns, their step's table,
+        every step's scores and the chosen step's."""
+        from tqdm.auto import tqdm
+
+        p = self.n_features_in_
+        step = _elimination.check_step(self.step)
+        min_features = min(int(self.min_features), p)
+        cols = np.arange(p)
+        steps: list[dict[str, Any]] = []
+        losses: list[np.ndarray] = []
+        history: list[pd.Series] = []
+        bar = tqdm(total=None, desc="recursive elimination", unit="step",
+                   disable=not self.verbose)  # fmt: skip
+        with bar:
+            while True:
+                table, row_loss = self._score_round(
+                    X, y, sw, fit_params, splits, cols, names, column, alpha, seed, losses=True
+                )
+                frame = _totals(table)
+                scores = frame["score"].to_numpy(dtype=np.float64)
+                if np.all(np.isnan(scores)):
+                    raise InputError(f"method {column!r} gives no score for this model (all NaN).")
+                full = pd.Series(np.nan, index=pd.Index(names, dtype=object), name=column)
+                full.iloc[cols] = scores
+                history.append(full)
+                losses.append(row_loss)
+                steps.append({"cols": cols, "table": table})
+                curve = _elimination.loss_curve(losses, sw)
+                bar.update(1)
+                bar.set_postfix(features=len(cols), loss=f"{curve['loss'].iloc[-1]:.5g}")
+                if len(cols) <= min_features or _elimination.stop_early(curve):
+                    break
+                drop = _elimination.drop_mask(frame, step, min_features)
+                steps[-1]["dropped"] = [str(names[c]) for c in cols[drop]]
+                cols = cols[~drop]
+        chosen = _elimination.choose(curve, [len(s["cols"]) for s in steps], self.choose)
+        self.path_ = curve.assign(
+            n_features=[len(s["cols"]) for s in steps],
+            chosen=[k == chosen for k in range(len(steps))],
+            features=[[str(names[c]) for c in s["cols"]] for s in steps],
+            dropped=[s.get("dropped", []) for s in steps],
+        )[["n_features", "loss", "loss_se", "diff_se", "best", "chosen", "features", "dropped"]]
+        return steps[chosen]["cols"], steps[chosen]["table"], history, history[chosen]
+
+    def _finish(
+        self, X, y, sw, fit_params, names, cols, table, history, scores
+    ) -> TreeInnerSelector:
+        """Set the fitted attributes of the kept columns ``cols`` (and refit)."""
+        p = self.n_features_in_
         support = np.zeros(p, dtype=bool)
         support[cols] = True
         self.support_ = support
         self.history_ = history
-        self.scores_ = history[-1]
+        self.scores_ = scores
         self.significance_ = table
         if self.refit:
             self.estimator_ = _crossfit.fit_clone(
