@@ -202,6 +202,12 @@ METHODS: list[tuple[str, str]] = [
     ("fdr_split", f'TreeInnerSelector, one split, rule="fdr", alpha={FDR_ALPHA:g}'),
     ("threshold_split", 'TreeInnerSelector, one split, rule="threshold" (score > 0)'),
     ("shap", 'TreeInnerSelector, attribution="shap", default cv, rule and alpha'),
+    ("recursive", 'TreeInnerSelector(strategy="recursive"), one-s.e. choice'),
+    ("recursive_best", 'TreeInnerSelector(strategy="recursive", choose="best")'),
+    ("catboost_loss", "CatBoost select_features, RecursiveByLossFunctionChange"),
+    ("catboost_shap", "CatBoost select_features, RecursiveByShapValues"),
+    ("boruta", "BorutaPy (random forest)"),
+    ("permutation_2sd", "permutation importance on validation, mean - 2 sd > 0"),
     ("total_gain", "top k by total gain"),
     ("abs_shap", "top k by mean |SHAP|"),
     ("permutation", "top k by permutation"),
@@ -215,6 +221,12 @@ SHORT = {
     "fdr_split": "fdr, one split",
     "threshold_split": "threshold, one split",
     "shap": "TreeSHAP default",
+    "recursive": "recursive",
+    "recursive_best": "recursive, best",
+    "catboost_loss": "CatBoost loss",
+    "catboost_shap": "CatBoost SHAP",
+    "boruta": "Boruta",
+    "permutation_2sd": "permutation 2 sd",
     "total_gain": "gain top-k",
     "abs_shap": "|SHAP| top-k",
     "permutation": "permutation top-k",
@@ -228,8 +240,13 @@ SELECTORS: dict[str, dict[str, Any]] = {
     "fdr_split": {"cv": "split", "rule": "fdr", "alpha": FDR_ALPHA},
     "threshold_split": {"cv": "split", "rule": "threshold"},
     "shap": {"attribution": "shap"},
+    "recursive": {"strategy": "recursive"},
 }
 BASELINES = ("total_gain", "abs_shap", "permutation")
+#: the selectors users already have, each choosing its own number of features
+ANCHORS = ("catboost_loss", "catboost_shap", "boruta", "permutation_2sd")
+CATBOOST_STEPS = 5  # select_features' retrained steps (6 crashed CatBoost 1.2.10 with SIGFPE)
+PERM_2SD_REPEATS = 10
 # the selector's variants in blues and greens, the baselines in warm colours
 COLORS = {
     DEFAULT: "#08306b",
@@ -237,6 +254,12 @@ COLORS = {
     "fdr_split": "#2ca02c",
     "threshold_split": "#17becf",
     "shap": "#6baed6",
+    "recursive": "#00441b",
+    "recursive_best": "#41ab5d",
+    "catboost_loss": "#ff7f0e",
+    "catboost_shap": "#fdae6b",
+    "boruta": "#e377c2",
+    "permutation_2sd": "#7f7f7f",
     "total_gain": "#d62728",
     "abs_shap": "#9467bd",
     "permutation": "#8c564b",
@@ -461,6 +484,61 @@ def _scored(est: Any, data: dict[str, Any], kept: dict[str, list[str]]) -> tuple
     return metric, len(cache)
 
 
+# ---------------------------------------------------------------------- the anchors
+def _catboost_select(data: dict[str, Any], seed: int, algorithm: str, quick: bool) -> list[str]:
+    """CatBoost's own recursive elimination (``select_features``) trained on the training
+    rows with the validation rows as its eval set, down to one feature in
+    ``CATBOOST_STEPS`` retrained steps; the kept set is the retrained step's with the best
+    eval loss."""
+    import catboost as cb
+
+    classify = data["task"] == "classification"
+    cls = cb.CatBoostClassifier if classify else cb.CatBoostRegressor
+    model = cls(
+        iterations=QUICK_ROUNDS if quick else REAL_PARAMS["n_estimators"],
+        learning_rate=REAL_PARAMS["learning_rate"], depth=REAL_PARAMS["max_depth"],
+        thread_count=1, random_seed=seed, verbose=False, allow_writing_files=False,
+    )  # fmt: skip
+    cols = list(data["Xtr"].columns)
+    summary = model.select_features(
+        data["Xtr"], data["ytr"], eval_set=(data["Xva"], data["yva"]),
+        features_for_select=list(range(len(cols))), num_features_to_select=1,
+        steps=CATBOOST_STEPS, algorithm=getattr(cb.EFeaturesSelectionAlgorithm, algorithm),
+        train_final_model=False, logging_level="Silent",
+    )  # fmt: skip
+    graph = summary["loss_graph"]
+    best = min(set(graph["main_indices"]), key=lambda i: graph["loss_values"][i])
+    gone = set(summary["eliminated_features_names"][: graph["removed_features_count"][best]])
+    return [c for c in cols if c not in gone]
+
+
+def _boruta(data: dict[str, Any], seed: int) -> list[str]:
+    """BorutaPy with a random forest (its README's settings) on the development rows."""
+    from boruta import BorutaPy
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+
+    Xdev, ydev, _ = _dev_rows(data)
+    if data["task"] == "classification":
+        forest = RandomForestClassifier(n_jobs=1, class_weight="balanced", max_depth=5)
+    else:
+        forest = RandomForestRegressor(n_jobs=1, max_depth=5)
+    sel = BorutaPy(forest, n_estimators="auto", random_state=seed)
+    sel.fit(Xdev.to_numpy(), ydev)
+    return [c for c, keep in zip(Xdev.columns, sel.support_) if keep]
+
+
+def _permutation_2sd(base: Any, data: dict[str, Any], seed: int) -> list[str]:
+    """scikit-learn's permutation importance of the booster fit on the training rows, on the
+    validation rows (AUC or RMSE, 10 repeats): the features whose mean - 2 sd is above 0."""
+    from sklearn.inspection import permutation_importance
+
+    scoring = "roc_auc" if data["task"] == "classification" else "neg_root_mean_squared_error"
+    r = permutation_importance(base, data["Xva"], data["yva"], scoring=scoring,
+                               n_repeats=PERM_2SD_REPEATS, random_state=seed, n_jobs=1)  # fmt: skip
+    keep = r.importances_mean - 2 * r.importances_std > 0
+    return [c for c, k in zip(data["Xva"].columns, keep) if k]
+
+
 def run_task(name: str, seed: int, quick: bool = False) -> dict[str, Any]:
     """Select with every method on one data set and seed; refit; test metrics."""
     import treeinner
@@ -483,6 +561,11 @@ def run_task(name: str, seed: int, quick: bool = False) -> dict[str, Any]:
         seconds[key] = time.perf_counter() - t
         # no feature passed the rule: the selector then keeps its best-scoring one and warns
         kept[key] = [str(c) for c in sel.get_feature_names_out()]
+        if key == "recursive":  # the same elimination, the best step's set
+            path = sel.path_
+            kept["recursive_best"] = list(path.loc[path["best"], "features"].iloc[0])
+            seconds["recursive_best"] = seconds[key]
+            settings[key]["steps"] = len(path)
 
     k = len(kept[DEFAULT])
     t = time.perf_counter()
@@ -516,6 +599,17 @@ def run_task(name: str, seed: int, quick: bool = False) -> dict[str, Any]:
             else []
         )
         seconds[m] = time.perf_counter() - t + (fit_base_s if m == "total_gain" else 0.0)
+    for m in ANCHORS:
+        t = time.perf_counter()
+        if m == "catboost_loss":
+            kept[m] = _catboost_select(data, seed, "RecursiveByLossFunctionChange", quick)
+        elif m == "catboost_shap":
+            kept[m] = _catboost_select(data, seed, "RecursiveByShapValues", quick)
+        elif m == "boruta":
+            kept[m] = _boruta(data, seed)
+        else:
+            kept[m] = _permutation_2sd(base, data, seed)
+        seconds[m] = time.perf_counter() - t + (fit_base_s if m == "permutation_2sd" else 0.0)
     if data["true"] is not None:
         kept["true"] = list(data["true"])
 

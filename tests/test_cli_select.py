@@ -119,3 +119,75 @@ def test_select_rule_errors(saved, capsys, extra, code, words):
     assert got == code and lines == []
     (line,) = err
     assert line.startswith("treeinner: error: ") and words in line
+
+
+# ---------------------------------------------------------------------- --strategy recursive
+@pytest.fixture(scope="module")
+def recursive_files(saved):
+    """The saved XGBoost regressor's training rows as a file, and the same model saved by
+    LightGBM (text) and CatBoost (.cbm), with the training parameters their files keep."""
+    lgb = pytest.importorskip("lightgbm")
+    cb = pytest.importorskip("catboost")
+    _, valid, _, Xv, yv, d = saved
+    rng = np.random.default_rng(11)
+    X = pd.DataFrame(rng.normal(size=(1000, len(COLS))), columns=COLS)
+    y = 1.5 * X.s0 + X.s1 - 0.5 * X.s2 + rng.normal(size=1000)
+    train = d / "train.csv"
+    X[:500].assign(y=y[:500]).to_csv(train, index=False)
+    lgb_path = d / "model.txt"
+    lgb.LGBMRegressor(n_estimators=40, num_leaves=8, learning_rate=0.2, verbose=-1).fit(
+        X[:500], y[:500]
+    ).booster_.save_model(lgb_path)
+    cb_path = d / "model.cbm"
+    cb.CatBoostRegressor(iterations=40, depth=3, verbose=0, allow_writing_files=False,
+                         thread_count=1).fit(X[:500], y[:500]).save_model(cb_path)  # fmt: skip
+    return str(train), str(valid), str(lgb_path), str(cb_path)
+
+
+def test_select_recursive_refits_the_saved_models_booster(capsys, saved, recursive_files, tmp_path):
+    """--strategy recursive rebuilds the booster from the parameters its file keeps (LightGBM,
+    CatBoost; XGBoost's with --params) and runs TreeInnerSelector's recursive elimination on
+    the training plus the validation rows: the relevant features, in the model's order."""
+    from treeinner.adapters import training_estimator
+
+    train, valid, lgb_path, cb_path = recursive_files
+    xgb_path = saved[0]
+    est = training_estimator(treeinner.load(lgb_path), lgb_path)
+    assert est.get_params()["num_leaves"] == 8 and est.get_params()["learning_rate"] == 0.2
+    assert est.get_params()["n_estimators"] == 40
+    est = training_estimator(treeinner.load(cb_path), cb_path, {"thread_count": 1})
+    assert est.get_params()["depth"] == 3 and est.get_params()["iterations"] == 40
+    out = tmp_path / "kept.txt"
+    for model, extra in (
+        (lgb_path, []),
+        (cb_path, []),
+        (xgb_path, ["--params", '{"max_depth": 4}']),
+    ):
+        argv = ["select", model, "--data", valid, "--target", "y", "--reference", train,
+                "--strategy", "recursive", "--quiet", "--out", str(out)] + extra  # fmt: skip
+        code, lines, _ = _run(capsys, argv)
+        assert code == 0 and lines == SIGNAL, (model, lines)
+        assert out.read_text().splitlines() == SIGNAL
+
+
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        ([], "--params"),  # XGBoost keeps no tree parameters
+        (["--params", "[1, 2]"], "JSON object"),
+        (["--params", "{bad"], "not JSON"),
+        (["--rule", "fdr", "--params", "{}"], "belongs to --strategy rule"),
+    ],
+)
+def test_select_recursive_errors(capsys, saved, recursive_files, extra, match):
+    train, valid, _, _ = recursive_files
+    argv = ["select", saved[0], "--data", valid, "--target", "y", "--reference", train,
+            "--strategy", "recursive", "--quiet"] + extra  # fmt: skip
+    code, _, err = _run(capsys, argv)
+    assert code != 0 and match in " ".join(err), err
+
+
+def test_select_recursive_needs_the_training_rows(capsys, saved):
+    code, _, err = _run(capsys, ["select", saved[0], "--data", saved[1], "--target", "y",
+                                 "--strategy", "recursive"])  # fmt: skip
+    assert code != 0 and "--reference FILE" in " ".join(err)

@@ -505,3 +505,40 @@ def test_shap_plots_on_predecomp(models):
     em = treeinner.predecomp(mc, X).to_shap(X)
     ax = shap.plots.beeswarm(em[:, :, 1], show=False)
     assert sorted(t.get_text() for t in ax.get_yticklabels()) == sorted(NAMES)
+
+
+def test_selection_path_draws_the_loss_curve():
+    """The loss curve of a recursive selection: one point per step at (features kept, mean
+    held-out loss), error bars of the paired standard error, the chosen step circled and
+    each step's dropped features written beside it; a rule fit or another object is refused."""
+    from treeinner.booster import GBMRegressor
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(600, 7)), columns=[f"f{j}" for j in range(7)])
+    y = 2 * X.f0 - X.f1 + 0.5 * rng.normal(size=600)
+    est = GBMRegressor(n_estimators=20, max_depth=3, learning_rate=0.3, n_jobs=1)
+    sel = treeinner.TreeInnerSelector(est, strategy="recursive", step=2, refit=False,
+                                      random_state=0).fit(X, y)  # fmt: skip
+    path = sel.path_
+    ax = tplot.selection_path(sel, se=2.0)
+    line = ax.lines[0]
+    np.testing.assert_array_equal(line.get_xdata(), path["n_features"])
+    np.testing.assert_allclose(line.get_ydata(), path["loss"])
+    # the error bars: 2 paired standard errors each side
+    bars = [c for c in ax.collections if c.get_segments()][0].get_segments()
+    half = np.array([abs(s[1][1] - s[0][1]) / 2 for s in bars])
+    np.testing.assert_allclose(half, 2.0 * path["diff_se"].to_numpy(), rtol=1e-9, atol=1e-15)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    chosen = int(path.loc[path["chosen"], "n_features"].iloc[0])
+    assert f"chosen ({chosen} features)" in labels and "best" in labels
+    notes = [t.get_text() for t in ax.texts]
+    assert len(notes) == sum(bool(d) for d in path["dropped"])
+    assert notes[0].startswith("- ") and all(f in notes[0] for f in path["dropped"].iloc[0])
+    assert ax.xaxis_inverted()
+    # the path_ frame itself draws the same
+    ax2 = tplot.selection_path(path, annotate=False)
+    assert not ax2.texts
+    with pytest.raises(TypeError, match="strategy='recursive'"):
+        tplot.selection_path(treeinner.TreeInnerSelector(est).fit(X, y))
+    with pytest.raises(ValueError, match="se must be"):
+        tplot.selection_path(sel, se=-1)

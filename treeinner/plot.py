@@ -9,6 +9,8 @@
   another feature), coloured by another feature, by default the one it interacts with most.
 - ``interactions``: a heatmap of mean |SHAP interaction| (``tree_shap_interactions``) or of
   the signed held-out pair importance of ``tree_inner_interactions``.
+- ``selection_path``: the held-out loss curve of a recursive selection (``TreeInnerSelector(
+  strategy="recursive")``), with error bars, the chosen step and the features each step dropped.
 
 Every function draws on ``ax`` if given (otherwise on a new figure) and returns the Axes.
 """
@@ -27,7 +29,7 @@ from ._errors import InputError, InputTypeError
 from .attribution import Attribution, _feature_matrix, _output_index, _positive_int
 from .interactions import Interactions, tree_shap_interactions
 
-__all__ = ["dependence", "importance", "interactions", "summary"]
+__all__ = ["dependence", "importance", "interactions", "selection_path", "summary"]
 
 _MISSING_COLOR = "#8c8c8c"
 _CMAP = "coolwarm"
@@ -835,4 +837,70 @@ def interactions(
     cb.set_label(label)
     what = "Held-out pair importance" if signed else "Mean |SHAP interaction value|"
     ax.set_title(what if k == p else f"{what} ({k} of {p} features)")
+    return ax
+
+
+@public
+def selection_path(selector: Any, *, se: float = 1.0, annotate: bool = True, ax: Any = None) -> Any:
+    """Held-out loss against the number of features kept, for a recursive selection.
+
+    One point per step of ``TreeInnerSelector(strategy="recursive")``: the mean held-out loss
+    of the models fit on that step's features, with error bars of ``se`` standard errors of
+    its paired difference to the best step (every step scores the same rows, so these are
+    the bars that say whether two steps differ), the best step and the chosen one marked,
+    and beside each point the features dropped after it.
+
+    Parameters
+    ----------
+    selector : TreeInnerSelector or pandas.DataFrame
+        A selector fitted with ``strategy="recursive"``, or its ``path_``.
+    se : float, default 1.0
+        Half-width of the error bars in standard errors (1: the one-s.e. rule's band).
+    annotate : bool, default True
+        Write the features each step dropped beside its point (at most four names, then a
+        count).
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on; a new figure otherwise.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    path = getattr(selector, "path_", selector)
+    if not isinstance(path, pd.DataFrame) or not {"n_features", "loss", "diff_se"} <= set(
+        path.columns
+    ):
+        raise InputTypeError(
+            "selection_path needs a TreeInnerSelector fitted with strategy='recursive' (or its "
+            f"path_), got {type(selector).__name__}."
+        )
+    if isinstance(se, bool) or not isinstance(se, (int, float)) or not se >= 0:
+        raise InputError(f"se must be a number >= 0, got {se!r}.")
+    ax = _axes(ax, 7.0, 4.0)
+    n = path["n_features"].to_numpy()
+    loss = path["loss"].to_numpy()
+    err = float(se) * path["diff_se"].to_numpy()
+    ax.errorbar(n, loss, yerr=err, fmt="o-", color="#1f77b4", ecolor="#9ecae1", capsize=3,
+                lw=1.2, ms=4, label="held-out loss")  # fmt: skip
+    best = path["best"].to_numpy()
+    ax.axhline(loss[best][0], color="#969696", lw=0.8, ls=":")
+    ax.plot(n[best], loss[best], "s", ms=9, mfc="none", mec="#2ca02c", mew=1.5, label="best")
+    if "chosen" in path:
+        chosen = path["chosen"].to_numpy()
+        ax.plot(n[chosen], loss[chosen], "o", ms=11, mfc="none", mec="#d62728", mew=1.8,
+                label=f"chosen ({int(n[chosen][0])} features)")  # fmt: skip
+    if annotate and "dropped" in path:
+        for x, yv, dropped in zip(n, loss, path["dropped"]):
+            if not dropped:
+                continue
+            names = list(dropped)
+            text = ", ".join(map(str, names[:4])) + (
+                f" +{len(names) - 4}" if len(names) > 4 else ""
+            )
+            ax.annotate("- " + text, (x, yv), textcoords="offset points", xytext=(4, 6),
+                        fontsize=7, color="#525252", rotation=20)  # fmt: skip
+    ax.set_xlabel("features kept")
+    ax.set_ylabel("mean held-out loss")
+    ax.invert_xaxis()  # elimination runs left to right
+    ax.legend(frameon=False, fontsize=8)
     return ax

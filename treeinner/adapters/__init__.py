@@ -32,9 +32,10 @@ from .._errors import InputTypeError, ModelFormatError
 from ..ensemble import TreeEnsemble
 from . import _cache, catboost, lightgbm, sklearn, xgboost
 from ._common import emit, library_of
+from ._estimators import training_estimator
 from ._records import Overrides
 
-__all__ = ["ADAPTERS", "clear_cache", "from_model", "load"]
+__all__ = ["ADAPTERS", "clear_cache", "from_model", "load", "training_estimator"]
 
 #: The booster modules, in the order ``load`` tries them on a decoded document.
 ADAPTERS = (xgboost, catboost, lightgbm, sklearn)

@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import importlib.util
 import inspect
+import json
 import logging
 import os
 import sys
@@ -415,8 +416,11 @@ def select(args: argparse.Namespace) -> int:
         check_count("--top-k", args.top_k)
     _check_rule(args, method)
     _io.check_out(args.out, None, "--out")
-    with _cluster(args):
-        kept = _select(args, method)
+    if args.strategy == "recursive":
+        kept = _select_recursive(args, method)
+    else:
+        with _cluster(args):
+            kept = _select(args, method)
     text = "".join(f"{name}\n" for name in kept)
     sys.stdout.write(text)
     sys.stdout.flush()
@@ -458,6 +462,66 @@ def _select(args: argparse.Namespace, method: str) -> list[str]:
         _hint_reference(e, reference, "select")
         raise
     return list(kept)
+
+
+def _recursive_params(args: argparse.Namespace) -> tuple[dict, float | int]:
+    """``--params`` (a JSON object) and ``--step`` (a count when a whole number >= 1)."""
+    params: dict = {}
+    if args.params is not None:
+        try:
+            params = json.loads(args.params)
+        except json.JSONDecodeError as e:
+            raise CLIError(f"--params is not JSON: {e}") from e
+        if not isinstance(params, dict):
+            raise CLIError(f"--params must be a JSON object, got {args.params!r}")
+    step: float | int = args.step
+    if step >= 1 and float(step).is_integer():
+        step = int(step)
+    return params, step
+
+
+def _select_recursive(args: argparse.Namespace, method: str) -> list[str]:
+    """``--strategy recursive``: TreeInnerSelector's recursive elimination of the model's
+    booster, rebuilt from the parameters its file stores, on the --reference (training) rows
+    and the --data rows."""
+    import pandas as pd
+
+    import treeinner
+    from treeinner.adapters import training_estimator
+
+    if args.reference is None:
+        raise CLIError(
+            f"{PROG} select --strategy recursive refits the model: pass its training data with "
+            "--reference FILE (the rows of --data are added to them)"
+        )
+    if _lazy(args):
+        raise CLIError("--strategy recursive reads its files into memory: drop --dask")
+    for flag in ("rule", "threshold", "top_k"):
+        if getattr(args, flag) is not None:
+            raise CLIError(f"--{flag.replace('_', '-')} belongs to --strategy rule")
+    params, step = _recursive_params(args)
+    ens, X, y, w, reference, _ = _read_inputs(args)
+    estimator = training_estimator(ens, args.model, params)
+    Xr, yr = reference[0], reference[1]
+    wr = reference[2] if len(reference) > 2 else None
+    if (w is None) != (wr is None):
+        raise CLIError("--weight must name a column of both --data and --reference")
+    Xall = pd.concat([Xr, X], ignore_index=True)
+    yall = np.concatenate([np.asarray(yr), np.asarray(y)])
+    wall = None if w is None else np.concatenate([np.asarray(wr), np.asarray(w)])
+    selector = treeinner.TreeInnerSelector(
+        estimator,
+        method=args.method,
+        attribution=args.attribution,
+        strategy="recursive",
+        step=step,
+        alpha=args.alpha,
+        refit=False,
+        verbose=not args.quiet,
+        random_state=args.seed,
+    )
+    selector.fit(Xall, yall, sample_weight=wall)
+    return [str(c) for c in selector.get_feature_names_out()]
 
 
 def demo(args: argparse.Namespace) -> int:

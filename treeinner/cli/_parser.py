@@ -233,6 +233,30 @@ def _select_parser(sub: Any, func: Any, default_method: str) -> None:
         help="the threshold rule: keep scores above T (default 0)",
     )
     se.add_argument("--top-k", type=int, metavar="K", help="then keep at most the K highest scores")
+    se.add_argument(
+        "--strategy",
+        choices=("rule", "recursive"),
+        default="rule",
+        help="rule: keep what --rule passes on the model as it is (default); recursive: "
+        "recursive held-out elimination, refitting the model's booster on the --reference "
+        "rows plus the --data rows with 5-fold cross-fitting, the set chosen on the held-out "
+        "loss curve (treeinner.TreeInnerSelector(strategy='recursive'))",
+    )
+    se.add_argument(
+        "--params",
+        metavar="JSON",
+        help="with --strategy recursive: training parameters of the refits as a JSON object, "
+        "over those the model file stores (an XGBoost model file stores none of its tree "
+        "parameters: give them here)",
+    )
+    se.add_argument(
+        "--step",
+        type=float,
+        default=0.2,
+        metavar="S",
+        help="with --strategy recursive: features dropped per step, a fraction below 1 of "
+        "those left or a count (default 0.2)",
+    )
     se.add_argument("--out", metavar="FILE", help="also write the names to FILE")
     _common_options(se)
     se.set_defaults(func=func)
