@@ -640,6 +640,30 @@ def test_recursive_selector_recovers_the_true_features():
     assert list(best_sel.get_feature_names_out()) == best["features"]
 
 
+@pytest.mark.parametrize("k", range(10))
+def test_recursive_selector_with_each_booster(k):
+    """Every booster the selector takes, scikit-learn's HistGradientBoosting and
+    GradientBoosting too, runs the recursive elimination and keeps the three relevant
+    features."""
+    from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingClassifier
+
+    extra = [
+        (HistGradientBoostingClassifier(max_iter=30, max_depth=3), "binary"),
+        (GradientBoostingRegressor(n_estimators=30, max_depth=3), "regression"),
+    ]
+    est, kind = (_boosters() + extra)[k]
+    X, y = _data(n=500, kind="binary" if kind == "labels" else kind)
+    if kind == "labels":
+        y = np.array(["no", "yes"])[y]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # CatBoost's PreDecomp note
+        sel = TreeInnerSelector(est, strategy="recursive", step=3, cv=3, refit=False,
+                                random_state=0).fit(X, y)  # fmt: skip
+    kept = list(sel.get_feature_names_out())
+    assert set(SIGNAL) <= set(kept), (kept, sel.path_)
+    assert sel.path_["chosen"].sum() == 1 and np.isfinite(sel.path_["loss"]).all()
+
+
 def test_recursive_selector_is_deterministic_and_parallel_alike():
     X, y = _recursive_data(n=800, seed=3)
     kw = dict(strategy="recursive", refit=False, step=2)

@@ -220,6 +220,16 @@ def select_features(
     the model only overfit, and its standard error says how far from zero a score must be to
     mean something.
 
+    One model and one held-out set cannot refit: this keeps what that model, scored on those
+    rows, shows to help. On ``benchmarks/bench_selection.py``'s data sets its default (the
+    ``"fdr"`` rule at 0.1) dropped 98% of the added noise columns, with 16% noise among the
+    kept features, against 52% and 48% for the sign rule (``rule="threshold"``: score > 0),
+    but it also drops weak real features, and the model refit on what it keeps tested 2.5%
+    worse than all features on average (``docs/selection_benchmark.md``). When the model can
+    be retrained, use ``treeinner.TreeInnerSelector(strategy="recursive")`` instead: it
+    cross-fits on all rows, drops the useless features by steps with refits, and chooses the
+    set by held-out loss.
+
     Parameters
     ----------
     model : TreeEnsemble or a supported booster
