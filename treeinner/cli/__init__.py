@@ -36,7 +36,10 @@ library (per-partition sums added up); ``--bootstrap`` and ``--chunk-rows`` are 
 
 **treeinner select** MODEL --data FILE --target COLUMN [--method M] [--attribution A]
 [--threshold T] [--top-k K] [--out FILE]: prints the names of the features
-``treeinner.select_features`` keeps, one per line (and writes them to ``--out``).
+``treeinner.select_features`` keeps, one per line (and writes them to ``--out``). With
+``--strategy recursive --reference TRAIN [--params JSON] [--step S]``: the features
+``TreeInnerSelector(strategy="recursive")`` keeps, the booster rebuilt from the training
+parameters its file stores (``adapters.training_estimator``) and refit on TRAIN plus FILE.
 
 **treeinner demo**: runs ``python -m treeinner.demo`` (needs XGBoost).
 
