@@ -981,6 +981,76 @@ def selection_table(summary: dict[str, Any]) -> list[str]:
     return _md_table(["data set / quantity"] + [_short(m, default) for m in methods], rows)
 
 
+#: issue 36's bar for the recursive selector
+ISSUE36 = {"noise_dropped": 0.85, "noise_share": 0.20}
+ANCHOR_ROWS = ("recursive", "recursive_best", DEFAULT, "fdr_split", "threshold_split",
+               *ANCHORS)  # fmt: skip
+
+
+def anchors_table(summary: dict[str, Any], records: list[dict[str, Any]]) -> list[str]:
+    """The recursive selector against the selectors users already have: noise dropped, noise
+    among kept, refit change against all features, where it is worse, the mean selection
+    time and its ratio to CatBoost's ``select_features`` (by loss)."""
+    o = summary["overall"]
+    secs = {
+        m: float(np.mean([r["select_s"][m] for r in records if m in r["select_s"]]))
+        for m in ANCHOR_ROWS
+        if any(m in r["select_s"] for r in records)
+    }
+    cat = secs.get("catboost_loss")
+    rows = []
+    for m in ANCHOR_ROWS:
+        if m not in o:
+            continue
+        x = o[m]
+        ratio = f"{secs[m] / cat:.2f}" if cat and m in secs else "n/a"
+        rows.append(
+            [
+                _short(m),
+                f"{100 * x['mean_noise_dropped']:.0f}",
+                f"{100 * x['mean_noise_share']:.0f}",
+                f"{100 * x['mean_rel_gain_vs_all']:+.2f}",
+                f"{x['mean_auc_gain_vs_all']:+.4f}",
+                ", ".join(x["worse_than_all"]) or "none",
+                f"{secs.get(m, float('nan')):.1f}",
+                ratio,
+            ]
+        )
+    head = [
+        "selection", "noise dropped (%)", "noise among kept (%)", "mean rel. change (%)",
+        "mean AUC change", "worse than all on", "selection time (s)", "time / CatBoost loss",
+    ]  # fmt: skip
+    return _md_table(head, rows, left=1)
+
+
+def issue36_lines(summary: dict[str, Any], m: str = "recursive") -> list[str]:
+    """Issue 36's criteria for selection ``m``, each with its numbers."""
+    o = summary["overall"]
+    if m not in o or "catboost_loss" not in o:
+        return []
+    x, cb = o[m], o["catboost_loss"]
+    checks = [
+        ("refit no worse than all features on every data set (within 2 s.e.)",
+         not x["worse_than_all"], ", ".join(x["worse_than_all"]) or "none worse"),
+        ("mean change against all features >= 0", x["mean_rel_gain_vs_all"] >= 0,
+         f"{100 * x['mean_rel_gain_vs_all']:+.2f}%"),
+        ("noise dropped >= 85%", x["mean_noise_dropped"] >= ISSUE36["noise_dropped"],
+         f"{100 * x['mean_noise_dropped']:.0f}%"),
+        ("noise among kept <= 20%", x["mean_noise_share"] <= ISSUE36["noise_share"],
+         f"{100 * x['mean_noise_share']:.0f}%"),
+        ("more noise dropped than CatBoost's select_features (by loss)",
+         x["mean_noise_dropped"] > cb["mean_noise_dropped"],
+         f"{100 * x['mean_noise_dropped']:.0f}% vs {100 * cb['mean_noise_dropped']:.0f}%"),
+        ("less noise among kept than CatBoost's",
+         x["mean_noise_share"] < cb["mean_noise_share"],
+         f"{100 * x['mean_noise_share']:.0f}% vs {100 * cb['mean_noise_share']:.0f}%"),
+        ("refit change at least CatBoost's",
+         x["mean_rel_gain_vs_all"] >= cb["mean_rel_gain_vs_all"],
+         f"{100 * x['mean_rel_gain_vs_all']:+.2f}% vs {100 * cb['mean_rel_gain_vs_all']:+.2f}%"),
+    ]  # fmt: skip
+    return [f"* {'met' if ok else '**not met**'}: {what} ({num})" for what, ok, num in checks]
+
+
 def _failures(x: dict[str, Any], t: dict[str, Any], m: str) -> list[str]:
     """The criteria a selection misses, each with its numbers (differences to all features in
     the metric's own direction: AUC down or RMSE up is worse)."""
@@ -1505,10 +1575,21 @@ def markdown(
         "fdr_split": f'`cv=[(train, valid)], rule="fdr", alpha={c["fdr_alpha"]:g}`',
         "threshold_split": '`cv=[(train, valid)], rule="threshold"`',
         "shap": '`attribution="shap"`',
+        "recursive": '`strategy="recursive"` (its `choose="best"` set from the same fit is '
+        '"recursive, best")',
     }
     for m in SELECTORS:
         lines.append(f"  * **{_short(m)}**: {kw_text[m]}; {_setting_text(settings[m])}.")
     lines += [
+        "* The selectors users already have, each choosing its own number of features: "
+        "CatBoost's `select_features` (RecursiveByLossFunctionChange and RecursiveByShapValues; "
+        f"a CatBoost model of the real data's size trained on the training rows, the validation "
+        f"rows as its eval set, down to one feature in {CATBOOST_STEPS} retrained steps, the "
+        "retrained step with the best eval loss kept), BorutaPy (a random forest of depth 5 on "
+        "the development rows, `n_estimators='auto'`) and scikit-learn's permutation "
+        f"importance of the booster fit on the training rows on the validation rows "
+        f"({PERM_2SD_REPEATS} repeats, AUC or RMSE), keeping mean - 2 sd > 0. Their kept sets "
+        "are refit with the benchmark's booster like every other.",
         f"* `cv={d['cv']}`: shuffled stratified (classification) folds of the development rows, "
         "each fold's booster fit on the other folds; every development row is scored by the "
         "model that did not see it and the per-row terms of all folds are pooled into one "
@@ -1532,6 +1613,22 @@ def markdown(
         "the simulated data. *Noise dropped* is the share of them not kept, *noise among "
         "kept* their share of the kept features (the realised false discovery proportion of "
         "noise; real features that do not help are not counted, as they are unknown).",
+        "",
+        "## Against the selectors users already have",
+        "",
+        'The recursive selector (`strategy="recursive"`), the rule-based default, '
+        "`select_features`' one-split rules and the anchors, over the data sets: noise "
+        "dropped and noise among kept (means over data sets), the refit's mean relative "
+        "change against all features (positive = better), the mean AUC change over the "
+        "classification sets, where it tests worse than all features by more than 2 s.e., "
+        "and the mean wall time of one selection (one process, one thread) with its ratio to "
+        "CatBoost's `select_features` by loss.",
+        "",
+        *anchors_table(s, doc["records"]),
+        "",
+        "Issue 36's criteria for the recursive selector:",
+        "",
+        *issue36_lines(s),
         "",
         "## The default",
         "",
