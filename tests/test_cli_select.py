@@ -191,3 +191,23 @@ def test_select_recursive_needs_the_training_rows(capsys, saved):
     code, _, err = _run(capsys, ["select", saved[0], "--data", saved[1], "--target", "y",
                                  "--strategy", "recursive"])  # fmt: skip
     assert code != 0 and "--reference FILE" in " ".join(err)
+
+
+def test_select_recursive_refuses_a_model_file_without_training_parameters(capsys, tmp_path):
+    """A treeinner .npz (here of the native booster) stores no training parameters to refit
+    with: a clear error that points to the Python selector."""
+    from treeinner.adapters import training_estimator
+    from treeinner.booster import GBMRegressor
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(200, 3)), columns=["a", "b", "c"])
+    y = X.a + rng.normal(size=200)
+    path = tmp_path / "model.npz"
+    treeinner.from_model(GBMRegressor(n_estimators=5, max_depth=2).fit(X, y)).save(path)
+    X.assign(y=y).to_csv(tmp_path / "data.csv", index=False)
+    with pytest.raises(NotImplementedError, match="keeps no training parameters"):
+        training_estimator(treeinner.load(str(path)), str(path))
+    code, _, err = _run(capsys, ["select", str(path), "--data", str(tmp_path / "data.csv"),
+                                 "--target", "y", "--reference", str(tmp_path / "data.csv"),
+                                 "--strategy", "recursive", "--quiet"])  # fmt: skip
+    assert code == 1 and "TreeInnerSelector(strategy='recursive')" in " ".join(err)
