@@ -156,7 +156,9 @@ def _task(args: tuple[str, str, str, int, int, tuple[str, ...], int]) -> tuple[R
     size, booster, task, rep, population, methods, draws = args
     X, y = make_data(rep, task)
     model = fit(booster, task, size, X[:N_TRAIN], y[:N_TRAIN], rep)
-    ref = (X[:N_TRAIN], y[:N_TRAIN]) if booster == "catboost" else None
+    # CatBoost stores no hessian covers: the training rows, for the methods that read them
+    uses = any(treeinner._methods.get(m).uses_reference for m in methods)
+    ref = (X[:N_TRAIN], y[:N_TRAIN]) if booster == "catboost" and uses else None
     key = {"size": size, "booster": booster, "task": task}
     rows = []
     for draw in range(draws):
@@ -180,7 +182,9 @@ def _task(args: tuple[str, str, str, int, int, tuple[str, ...], int]) -> tuple[R
     if rep == 0 and population > 0 and pop_methods:
         Xp, yp = make_data(10_000 + rep, task, population)
         scale = np.sqrt(N_VALID / population)
-        for r in _z_table(model, Xp, yp, rep, ref, pop_methods).itertuples():
+        pop_uses = any(treeinner._methods.get(m).uses_reference for m in pop_methods)
+        pref = ref if pop_uses else None
+        for r in _z_table(model, Xp, yp, rep, pref, pop_methods).itertuples():
             z = float(r.score / r.se) * scale if r.se > 0 else 0.0
             pop.append({**key, "method": r.method, "feature": r.feature, "z_per_1000": round(z, 4)})
     return rows, pop
