@@ -29,10 +29,13 @@ _LGB_RUN = {
 
 
 def _classifier(ens: TreeEnsemble) -> bool:
+    """Whether the model's objective is a classifier's (its scikit-learn wrapper's kind)."""
     return ens.objective.startswith(_CLASSIFY.get(ens.source, ()))
 
 
 def _xgboost(ens: TreeEnsemble, path: str, params: dict) -> Any:
+    """XGBoost: the objective and the rounds from the model, the tree parameters from
+    ``params`` (required)."""
     if not params:
         raise InputError(
             "An XGBoost model file keeps its objective and number of rounds but not the "
@@ -50,6 +53,7 @@ def _xgboost(ens: TreeEnsemble, path: str, params: dict) -> Any:
 
 
 def _lightgbm(ens: TreeEnsemble, path: str, params: dict) -> Any:
+    """LightGBM: every training parameter of the text model but the run's own."""
     import lightgbm as lgb
 
     try:
@@ -66,6 +70,8 @@ def _lightgbm(ens: TreeEnsemble, path: str, params: dict) -> Any:
 
 
 def _catboost(ens: TreeEnsemble, path: str, params: dict) -> Any:
+    """CatBoost: the model's training options its estimator takes, and its categorical
+    features."""
     import catboost as cb
 
     model = cb.CatBoost()
