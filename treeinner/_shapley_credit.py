@@ -42,17 +42,6 @@ def _weight(k: int, s: int) -> float:
     return math.factorial(k) * math.factorial(s - k - 1) / math.factorial(s)
 
 
-def _combinations(ens: TreeEnsemble) -> dict[int, tuple[int, ...]]:
-    """The combination columns some split reads: column -> its features (two or more)."""
-    credit = ens.input_map.credit
-    used = np.unique(ens.feature[ens.left >= 0])
-    return {
-        int(c): tuple(int(f) for f in np.flatnonzero(credit[c] > 0))
-        for c in used
-        if np.count_nonzero(credit[c]) > 1
-    }
-
-
 def _runs(combos: dict[int, tuple[int, ...]]) -> list[tuple[int, ...]]:
     """Every set of features permuted together: the non-empty proper parts of each
     combination's features, in a fixed order."""
@@ -152,7 +141,7 @@ def shapley_credit_ensemble(ens: TreeEnsemble) -> TreeEnsemble:
     credit each combination by its Shapley values (the module docstring)."""
     if ens.input_map is None:
         return ens
-    combos = _combinations(ens)
+    combos = ens._combination_columns()
     if not combos:
         return ens
     runs = _runs(combos)

@@ -894,19 +894,24 @@ class TreeEnsemble:
         """Names of the features that attributions and importances are reported for."""
         return self.feature_names if self.input_map is None else self.input_map.output_names
 
-    def shared_credit(self) -> list[tuple[str, ...]]:
-        """The groups of output features that one split's credit is shared among (a split
-        on a combination of several features, credited to each equally), those split on."""
+    def _combination_columns(self) -> dict[int, tuple[int, ...]]:
+        """The kernel columns some split reads that combine several output features (a
+        CatBoost CTR on a feature combination): column -> the features it is credited to."""
         if self.input_map is None:
-            return []
+            return {}
         credit = self.input_map.credit
         used = np.unique(self.feature[self.left >= 0])
-        names = self.output_names
-        groups = {
-            tuple(names[j] for j in np.flatnonzero(credit[c] > 0))
+        return {
+            int(c): tuple(int(f) for f in np.flatnonzero(credit[c] > 0))
             for c in used
             if np.count_nonzero(credit[c]) > 1
         }
+
+    def shared_credit(self) -> list[tuple[str, ...]]:
+        """The groups of output features that one split's credit is shared among (a split
+        on a combination of several features, credited to each equally), those split on."""
+        names = self.output_names
+        groups = {tuple(names[j] for j in f) for f in self._combination_columns().values()}
         return sorted(groups)
 
     def _to_output(self, per_feature: np.ndarray, axis: int = 0) -> np.ndarray:
