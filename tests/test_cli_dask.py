@@ -16,7 +16,9 @@ import pytest
 
 from treeinner import cli
 
+dask = pytest.importorskip("dask")
 pytest.importorskip("dask.dataframe")
+da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 xgb = pytest.importorskip("xgboost")
 pytest.importorskip("pyarrow")
@@ -182,6 +184,10 @@ def test_refused_with_a_clear_message(files, capsys, tmp_path, data, extra, mess
     code, _, err = _run(capsys, "explain", files["model"], "--data", path, "--target", "y",
                         "--quiet", *extra)  # fmt: skip
     assert code == 1 and err.startswith("treeinner: error:") and message in err, err
+    # a refused scheduler leaves Dask as it was (a failed default Client stays the default
+    # one: every later compute in the process would wait on it)
+    assert dask.config.get("scheduler", None) is None
+    assert da.ones(3).sum().compute() == 3
 
 
 def test_labels_invalid_for_the_objective_on_a_worker(files, capsys, cluster):

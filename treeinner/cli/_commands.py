@@ -84,11 +84,16 @@ def _cluster(args: argparse.Namespace) -> Iterator[None]:
         ):
             yield
         return
+    import dask
+
+    # not set as default: a Client that fails to connect would stay Dask's default one (every
+    # later compute in the process would wait on it); once connected, the block's computes go
+    # to it through Dask's config
     try:
-        client = Client(args.scheduler, timeout="10s")
+        client = Client(args.scheduler, timeout="10s", set_as_default=False)
     except (OSError, TimeoutError, ValueError) as e:
         raise CLIError(f"cannot reach the Dask scheduler {args.scheduler!r}: {one_line(e)}") from e
-    with client:
+    with client, dask.config.set(scheduler=client.get):
         yield
 
 
