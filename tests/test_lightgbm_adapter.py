@@ -31,12 +31,8 @@ def _load(path, **kw):
 def _check_exact(ens, booster, X):
     ours = ens.predict_margin(X)
     theirs = booster.predict(X, raw_score=True).reshape(ours.shape)
-    # LightGBM sums doubles; moving the intercept out of the first tree may change the last bit
-    scale = np.abs(ens.base_margin).sum() + sum(
-        np.abs(ens.value[a:b]).max() for a, b in zip(ens.tree_offsets[:-1], ens.tree_offsets[1:])
-    )
-    err = np.abs(ours - theirs) / (np.abs(theirs) + scale)
-    assert err.max() <= 1e-12, f"max relative error {err.max():.3g}"
+    # bit-exact: the first trees' own values (booster_value) are summed, in LightGBM's order
+    np.testing.assert_array_equal(ours, theirs)
     leaves = ens.leaf_index(X)
     ref = booster.predict(X, pred_leaf=True).reshape(leaves.shape)
     assert np.array_equal(leaves, ref), f"{np.sum(leaves != ref)} leaf indices differ"
@@ -71,6 +67,23 @@ def test_text_and_json_files(seed, tmp_path):
     for name in ("left", "right", "feature", "threshold", "cover", "count", "leaf_id"):
         assert np.array_equal(getattr(from_js, name), getattr(ens, name), equal_nan=True), name
     _check_exact(from_js, case.booster, X)
+
+
+def test_booster_values_saved_and_checked(tmp_path):
+    """The first tree's own values survive a save and load (margins stay bit-exact), and a
+    booster_value of the wrong length is refused at construction."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 3))
+    y = 1000.0 + X[:, 0] + 0.1 * rng.normal(size=400)  # intercept far beyond the leaf values
+    model = lgb.train({"verbose": -1, "num_leaves": 7}, lgb.Dataset(X, y), 5)
+    ens = _convert(model)
+    assert ens.booster_value is not None and ens.base_margin[0] != 0.0
+    path = tmp_path / "m.npz"
+    ens.save(path)
+    back = treeinner.load(path)
+    np.testing.assert_array_equal(back.predict_margin(X), model.predict(X, raw_score=True))
+    with pytest.raises(treeinner.ModelFormatError, match="booster_value"):
+        ens.replace(booster_value=ens.booster_value[:-1])
 
 
 def test_learning_rate_lambda_and_intercept():

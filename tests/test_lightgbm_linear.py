@@ -65,14 +65,12 @@ def test_linear_trees_predict_exactly(seed):
     ens = _convert(booster)
     _check(ens, booster, Xt)
     _check(ens, booster, X)
-    # a range of rounds predicts what LightGBM predicts with those rounds
-    # treeinner keeps the first tree's intercept in base_margin, which every range includes;
-    # LightGBM's range (2, 5) leaves the first tree, and the intercept with it, out
+    # a range of rounds predicts what LightGBM predicts with those rounds: the range (2, 5)
+    # leaves the first tree, and the intercept it carries in LightGBM, out
     r = booster.predict(Xt, raw_score=True, start_iteration=2, num_iteration=3)
-    shift = np.broadcast_to(ens.base_margin, (Xt.shape[0], ens.n_outputs)).squeeze()
     size = (1 + np.nanmax(np.abs(Xt))) * (1 + np.abs(r).max())
     np.testing.assert_allclose(
-        ens.predict_margin(Xt, iteration_range=(2, 5)), r + shift, rtol=1e-12, atol=1e-13 * size
+        ens.predict_margin(Xt, iteration_range=(2, 5)), r, rtol=1e-12, atol=1e-13 * size
     )
 
 

@@ -210,4 +210,6 @@ def _copied(
         feature_names=names,
         categories={k * width + f: v for k in range(n_copies) for f, v in ens.categories.items()},
         input_map=routing,
+        booster_value=None,  # attributions only: margins are the original ensemble's
+        booster_base=None,
     )

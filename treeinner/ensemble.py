@@ -249,6 +249,13 @@ class TreeEnsemble:
         The linear leaf models of LightGBM linear trees (``treeinner._format.LinearLeaves``:
         per entry its tree, leaf number and ``delta``, and the CSR ``ptr``, ``features``,
         ``coeff`` of its coefficients), or None.
+    booster_value, booster_base : ndarray of float64, optional
+        The node values (one per node) and base margin (one per output) the booster itself
+        sums, where they differ from ``value`` and ``base_margin``: LightGBM's first trees
+        carry the boost_from_average intercept, which ``value`` moves to ``base_margin`` so that
+        node values are the l2 solution, while ``predict_margin`` must add the booster's own
+        values in its order to be bit-exact (``init + (v - init)`` is not always ``v``). Both
+        or neither (None: the booster sums ``base_margin`` and ``value``).
     input_map : object, optional
         For models whose splits the kernels cannot evaluate from the raw columns (CatBoost
         categorical splits): ``transform(X)`` gives the kernels' input (the model's numeric
@@ -297,6 +304,8 @@ class TreeEnsemble:
     no_gradient: str = ""
     l2_scaled_by_mean_weight: bool = False
     linear_leaves: LinearLeaves | None = None
+    booster_value: np.ndarray | None = None
+    booster_base: np.ndarray | None = None
     input_map: Any = field(default=None, compare=False, repr=False)
     # derived in __post_init__ from the fields above (not arguments, not saved)
     max_depth: int = field(init=False, repr=False, compare=False)
@@ -313,6 +322,7 @@ class TreeEnsemble:
         self._validate()
         self._validate_node_stats()
         self._validate_conventions()
+        self._check_booster_values()
         if self.reverse_levels:
             self._check_oblivious_claim()
         set_(self, "_linear", self._make_linear())
@@ -390,6 +400,33 @@ class TreeEnsemble:
             f"Corrupt ensemble: tree {t} node {int(node - off[t])} (node {int(node)} of the "
             f"ensemble): {name} is {float(v)!r}; {rule}."
         )
+
+    def _check_booster_values(self) -> None:
+        """``booster_value`` and ``booster_base`` as owned float64 arrays of the node and
+        output counts, finite and within +-MAX_VALUE at the leaves (both or neither)."""
+        bv, bb = self.booster_value, self.booster_base
+        if bv is None and bb is None:
+            return
+        if bv is None or bb is None:
+            raise ModelFormatError(
+                "Corrupt ensemble: booster_value and booster_base come together (one is None)."
+            )
+        bv = _owned_array("booster_value", bv, np.float64)
+        bb = _owned_array("booster_base", bb, np.float64)
+        if bv.shape != self.value.shape or bb.shape != self.base_margin.shape:
+            raise ModelFormatError(
+                f"Corrupt ensemble: booster_value has {bv.shape[0]} entries for "
+                f"{self.value.shape[0]} nodes, booster_base {bb.shape[0]} for "
+                f"{self.base_margin.shape[0]} outputs."
+            )
+        leaf = self.left < 0
+        if not (np.all(np.abs(bv[leaf]) <= MAX_VALUE) and np.all(np.abs(bb) <= MAX_VALUE)):
+            raise ModelFormatError(
+                f"Corrupt ensemble: booster_value or booster_base is not finite or beyond "
+                f"+-{MAX_VALUE:g} at a leaf."
+            )
+        object.__setattr__(self, "booster_value", bv)
+        object.__setattr__(self, "booster_base", bb)
 
     def _validate_node_stats(self) -> None:
         """Signs and finiteness of the node weights, split gains and tree weights."""
@@ -957,7 +994,8 @@ class TreeEnsemble:
             NaN are missing values.
         iteration_range : tuple of int, optional
             Boosting rounds ``[start, stop)`` to use, as in XGBoost (``stop=0`` means all);
-            the base margin is always included.
+            the booster's base margin is always included (LightGBM's intercept is in its
+            first tree, as LightGBM has it: a range from round 1 leaves it out).
 
         Returns
         -------
@@ -970,11 +1008,14 @@ class TreeEnsemble:
             return map_rows(_margin_rows, (self, iteration_range), X, tail)
         n, blocks = self._blocks(X)
         out = np.empty((n, self.n_outputs), dtype=np.float64)
+        nodes, base = self._nodes(), self.base_margin
+        if self.booster_value is not None and self.booster_base is not None:
+            nodes, base = nodes._replace(value=self.booster_value), self.booster_base
         for start, block in blocks:
             rows = out[start : start + block.shape[0]]
             f32 = self._float32_input
-            self._route(
-                routing.predict_margin, block, lo, hi, self.base_margin, self.float32_sum, f32, rows
+            routing.predict_margin(
+                block, nodes, self._layout, lo, hi, base, self.float32_sum, f32, rows
             )
             if self._linear is not None:
                 self._add_linear(block, lo, hi, rows)
@@ -1082,6 +1123,9 @@ class TreeEnsemble:
         if self.linear_leaves is not None:
             for k in _LINEAR_ARRAYS:
                 arrays[f"linear_{k}"] = getattr(self.linear_leaves, k)
+        if self.booster_value is not None:
+            arrays["booster_value"] = self.booster_value
+            arrays["booster_base"] = self.booster_base
         meta = {
             "format": "treeinner.TreeEnsemble",
             "format_version": FORMAT_VERSION,
@@ -1093,8 +1137,10 @@ class TreeEnsemble:
         for f in fields(self):
             if not f.init:
                 continue
-            if f.name not in arrays and f.name not in meta and f.name != "input_map":
+            skip = ("input_map", "booster_value", "booster_base")
+            if f.name not in arrays and f.name not in meta and f.name not in skip:
                 meta[f.name] = getattr(self, f.name)
+        meta["booster_values"] = self.booster_value is not None
         meta["linear_leaves"] = self.linear_leaves is not None
         meta["inexact"] = list(self.inexact)
         if saved is not None:
@@ -1142,6 +1188,9 @@ class TreeEnsemble:
             meta["linear_leaves"] = {k: data.pop(f"linear_{k}") for k in _LINEAR_ARRAYS}
         else:
             meta["linear_leaves"] = None
+        if meta.pop("booster_values"):
+            meta["booster_value"] = data.pop("booster_value")
+            meta["booster_base"] = data.pop("booster_base")
         try:
             ens = cls(**data, **meta)
             if kind is None:
@@ -1206,6 +1255,7 @@ _META_SCHEMA: dict[str, tuple[tuple[str, ...], str | None]] = {
     "no_gradient": (("string",), None),
     "l2_scaled_by_mean_weight": (("boolean",), None),
     "linear_leaves": (("boolean",), None),
+    "booster_values": (("boolean",), None),
     "input_map": (("string",), None),
 }
 _JSON_KINDS = {
@@ -1290,6 +1340,7 @@ def _read_meta(blob: np.ndarray, where: str) -> dict[str, Any]:
         )
     if version not in (FORMAT_VERSION, _INPUT_MAP_FORMAT_VERSION):
         raise ModelFormatError(f"Unsupported TreeEnsemble format version {version}.")
+    meta.setdefault("booster_values", False)  # absent from files saved before it existed
     expected = set(_META_SCHEMA) - ({"input_map"} if version == FORMAT_VERSION else set())
     _same_names(where, "metadata field", expected, set(meta))
     for name, (kinds, item) in _META_SCHEMA.items():
@@ -1318,6 +1369,8 @@ def _check_arrays(data: dict[str, np.ndarray], meta: dict[str, Any], where: str)
                 f"{where} lacks the linear leaves ({sorted(linear - set(data))})."
             )
         expected |= linear
+    if meta["booster_values"]:
+        expected |= {"booster_value", "booster_base"}
     if "input_map" in meta:
         expected.add("input_map_document")
     _same_names(where, "array", expected, set(data))

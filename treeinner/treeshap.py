@@ -89,6 +89,8 @@ def _reversed_level_order(ens: TreeEnsemble) -> TreeEnsemble:
         for k in ("feature", "threshold", "split_type", "default_left", "missing_type",
                   "value", "cover", "count", "gain", "leaf_id")
     }  # fmt: skip
+    if ens.booster_value is not None:
+        node["booster_value"] = ens.booster_value[perm]
     for k in ("cover", "count"):
         a = node[k]
         for o, n in inner_sum:

@@ -129,6 +129,12 @@ def assemble(parts: Parts) -> Conversion:
     if parts.input_map is not None:
         input_map, names = parts.input_map(joined)
     b, obj = parts.booster, parts.objective
+    booster_value = None
+    if parts.booster_trees:
+        booster_value = joined["value"].copy()
+        off = joined["tree_offsets"]
+        for k, v in parts.booster_trees.items():
+            booster_value[off[k] : off[k + 1]] = v
     ens = TreeEnsemble(
         **joined,
         tree_group=parts.tree_group,
@@ -152,6 +158,8 @@ def assemble(parts: Parts) -> Conversion:
         reverse_levels=parts.reverse_levels,
         l2_scaled_by_mean_weight=b.l2_scaled_by_mean_weight,
         linear_leaves=parts.linear_leaves,
+        booster_value=booster_value,
+        booster_base=None if booster_value is None else parts.booster_base,
         input_map=input_map,
         **gradient_fields(b.kernel_objective, obj.name, obj.params, obj.n_outputs),
     )

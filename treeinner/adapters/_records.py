@@ -177,3 +177,7 @@ class Parts:
     reverse_levels: bool = False
     linear_leaves: LinearLeaves | None = None
     input_map: InputMapFactory | None = None
+    #: the booster's own node values of the trees whose ``value`` moved an intercept out
+    #: (tree index -> values), and the base margin it sums them from (see ``assemble``)
+    booster_trees: dict[int, np.ndarray] = field(default_factory=dict)
+    booster_base: np.ndarray | None = None

@@ -13,7 +13,9 @@ also carries the ``boost_from_average`` intercept in every node (its ``shrinkage
 whatever the learning rate). The intercept is the score at which the root's gradient sum is zero
 (the weighted mean label, mapped through the link), so it is recovered from the first tree's
 leaves as the (H + lambda)-weighted mean of the leaf values, moved to ``base_margin`` and
-subtracted from that tree. The text file rounds internal values, weights and split gains to
+subtracted from that tree; the tree's own values stay in ``booster_value``, which
+``predict_margin`` sums as LightGBM does (bit for bit: ``init + (v - init)`` is not always
+``v``). The text file rounds internal values, weights and split gains to
 about six digits while leaf fields keep full precision, so all inner statistics (hessian covers,
 counts, split gains) are rebuilt from the leaves (``_lgb_stats``).
 
@@ -654,10 +656,12 @@ def _statistics(
     lam: float,
     first_bias: np.ndarray,
     inexact: list[str],
+    moved: dict[int, np.ndarray],
 ) -> tuple[list[Tree], np.ndarray]:
     """The statistics phase: covers and counts summed from the leaves, the intercepts moved
-    from the first trees to the base margin (label weights into the objective's parameters),
-    and gains recomputed where node values are exact (else LightGBM's stored ones kept)."""
+    from the first trees to the base margin (label weights into the objective's parameters;
+    the trees' own values kept in ``moved``, by tree index, for the booster's sum), and gains
+    recomputed where node values are exact (else LightGBM's stored ones kept)."""
     orders = []
     for i, t in enumerate(trees):
         cover, count, order = _lgb_stats.sums(t)
@@ -668,6 +672,7 @@ def _statistics(
         init = _intercept(h, m, trees[k], lrs[k], lam)
         if np.isfinite(init) and _moves_exactly(trees[k], init):
             base[k] = init
+            moved[int(k)] = trees[k].value.copy()
             n_in = _lgb_stats.n_inner(trees[k])
             trees[k].value[n_in:] -= init
     spw, unbal = _label_weights(m.params)
@@ -697,7 +702,8 @@ def _build(m: LgbModel, given: Overrides) -> Conversion:
     inexact = _param_inexact(h, m, linear)
     trees = [_tree_arrays(t, i) for i, t in enumerate(m.trees)]
     inexact += _cat_l2_inexact(m, h.n_features, trees)
-    trees, base = _statistics(h, m, trees, lrs, lam, first_bias, inexact)
+    moved: dict[int, np.ndarray] = {}
+    trees, base = _statistics(h, m, trees, lrs, lam, first_bias, inexact, moved)
     n_trees = len(trees)
     infos = m.header.get("feature_infos")
     return assemble(
@@ -718,6 +724,8 @@ def _build(m: LgbModel, given: Overrides) -> Conversion:
             inexact=inexact,
             notes=notes + more,
             linear_leaves=linear,
+            booster_trees=moved,
+            booster_base=np.zeros(h.per_iter),
         )
     )
 
