@@ -1340,7 +1340,6 @@ def _read_meta(blob: np.ndarray, where: str) -> dict[str, Any]:
         )
     if version not in (FORMAT_VERSION, _INPUT_MAP_FORMAT_VERSION):
         raise ModelFormatError(f"Unsupported TreeEnsemble format version {version}.")
-    meta.setdefault("booster_values", False)  # absent from files saved before it existed
     expected = set(_META_SCHEMA) - ({"input_map"} if version == FORMAT_VERSION else set())
     _same_names(where, "metadata field", expected, set(meta))
     for name, (kinds, item) in _META_SCHEMA.items():
