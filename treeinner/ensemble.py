@@ -391,6 +391,19 @@ class TreeEnsemble:
             out[j] = vals
         return out
 
+    def _check_leaf_values(self, name: str, inner: np.ndarray) -> None:
+        """Node array ``name`` (``value``, ``booster_value``) is finite and within
+        +-MAX_VALUE at every leaf (``~inner``); a ModelFormatError naming the node if not."""
+        leaf_value = np.where(inner, 0.0, getattr(self, name))
+        bad = np.flatnonzero(~(np.abs(leaf_value) <= MAX_VALUE))
+        if bad.size:
+            raise self._node_error(
+                name,
+                bad[0],
+                f"leaf values are finite and within +-{MAX_VALUE:g} (no booster writes more; "
+                "attributions of such values would lose every digit)",
+            )
+
     def _node_error(self, name: str, node: int, rule: str) -> ModelFormatError:
         """The error for node ``node`` (global index) whose ``name`` breaks ``rule``."""
         off = self.tree_offsets
@@ -403,7 +416,7 @@ class TreeEnsemble:
 
     def _check_booster_values(self) -> None:
         """``booster_value`` and ``booster_base`` as owned float64 arrays of the node and
-        output counts, finite and within +-MAX_VALUE at the leaves (both or neither)."""
+        output counts, finite and within +-MAX_VALUE (at the leaves; both or neither)."""
         bv, bb = self.booster_value, self.booster_base
         if bv is None and bb is None:
             return
@@ -419,14 +432,14 @@ class TreeEnsemble:
                 f"{self.value.shape[0]} nodes, booster_base {bb.shape[0]} for "
                 f"{self.base_margin.shape[0]} outputs."
             )
-        leaf = self.left < 0
-        if not (np.all(np.abs(bv[leaf]) <= MAX_VALUE) and np.all(np.abs(bb) <= MAX_VALUE)):
+        if not np.all(np.abs(bb) <= MAX_VALUE):
             raise ModelFormatError(
-                f"Corrupt ensemble: booster_value or booster_base is not finite or beyond "
-                f"+-{MAX_VALUE:g} at a leaf."
+                f"Corrupt ensemble: booster_base is not finite or beyond +-{MAX_VALUE:g}: "
+                f"{bb.tolist()}."
             )
         object.__setattr__(self, "booster_value", bv)
         object.__setattr__(self, "booster_base", bb)
+        self._check_leaf_values("booster_value", self.left >= 0)
 
     def _validate_node_stats(self) -> None:
         """Signs and finiteness of the node weights, split gains and tree weights."""
@@ -778,15 +791,7 @@ class TreeEnsemble:
                 "Corrupt ensemble: a numeric split has a non-finite threshold (only LightGBM "
                 "writes +-inf; a split at NaN sends every value the same way)."
             )
-        leaf_value = np.where(inner, 0.0, self.value)
-        bad = np.flatnonzero(~(np.abs(leaf_value) <= MAX_VALUE))
-        if bad.size:
-            raise self._node_error(
-                "value",
-                bad[0],
-                f"leaf values are finite and within +-{MAX_VALUE:g} (no booster writes more; "
-                "attributions of such values would lose every digit)",
-            )
+        self._check_leaf_values("value", inner)
         self._check_leaf_ids(inner)
         co = self.cat_offsets
         if (
@@ -1077,13 +1082,9 @@ class TreeEnsemble:
         out = np.empty((n, hi - lo), dtype=np.int32)
         for start, block in blocks:
             rows = out[start : start + block.shape[0]]
-            self._route(routing.leaf_index, block, lo, hi, self._float32_input, rows)
+            f32 = self._float32_input
+            routing.leaf_index(block, self._nodes(), self._layout, lo, hi, f32, rows)
         return out
-
-    def _route(self, kernel: Any, block: np.ndarray, lo: int, hi: int, *args: Any) -> None:
-        """Run a routing kernel of ``kernels.routing`` on ``block`` and trees ``lo:hi``;
-        ``args`` follow the kernel's node arrays, layout and tree range."""
-        kernel(block, self._nodes(), self._layout, lo, hi, *args)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> None:
@@ -1134,10 +1135,10 @@ class TreeEnsemble:
                 str(k): [_json_scalar(c) for c in v] for k, v in self.categories.items()
             },
         }
+        skip = ("input_map", "booster_value", "booster_base")
         for f in fields(self):
             if not f.init:
                 continue
-            skip = ("input_map", "booster_value", "booster_base")
             if f.name not in arrays and f.name not in meta and f.name not in skip:
                 meta[f.name] = getattr(self, f.name)
         meta["booster_values"] = self.booster_value is not None

@@ -656,11 +656,10 @@ def _statistics(
     lam: float,
     first_bias: np.ndarray,
     inexact: list[str],
-    moved: dict[int, np.ndarray],
-) -> tuple[list[Tree], np.ndarray]:
+) -> tuple[list[Tree], np.ndarray, dict[int, np.ndarray]]:
     """The statistics phase: covers and counts summed from the leaves, the intercepts moved
     from the first trees to the base margin (label weights into the objective's parameters;
-    the trees' own values kept in ``moved``, by tree index, for the booster's sum), and gains
+    the trees' own values returned by tree index, for the booster's sum), and gains
     recomputed where node values are exact (else LightGBM's stored ones kept)."""
     orders = []
     for i, t in enumerate(trees):
@@ -668,6 +667,7 @@ def _statistics(
         trees[i] = t._replace(cover=cover, count=count)
         orders.append(order)
     base = np.zeros(h.per_iter)
+    moved: dict[int, np.ndarray] = {}
     for k in np.flatnonzero(first_bias[: h.per_iter]):
         init = _intercept(h, m, trees[k], lrs[k], lam)
         if np.isfinite(init) and _moves_exactly(trees[k], init):
@@ -690,7 +690,7 @@ def _statistics(
                     f"{gain[at]:g} (leaf values up to {np.abs(t.value).max():g} overflow it)."
                 )
             trees[i] = t._replace(gain=gain)
-    return trees, base
+    return trees, base, moved
 
 
 def _build(m: LgbModel, given: Overrides) -> Conversion:
@@ -702,8 +702,7 @@ def _build(m: LgbModel, given: Overrides) -> Conversion:
     inexact = _param_inexact(h, m, linear)
     trees = [_tree_arrays(t, i) for i, t in enumerate(m.trees)]
     inexact += _cat_l2_inexact(m, h.n_features, trees)
-    moved: dict[int, np.ndarray] = {}
-    trees, base = _statistics(h, m, trees, lrs, lam, first_bias, inexact, moved)
+    trees, base, moved = _statistics(h, m, trees, lrs, lam, first_bias, inexact)
     n_trees = len(trees)
     infos = m.header.get("feature_infos")
     return assemble(
