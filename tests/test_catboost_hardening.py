@@ -20,7 +20,6 @@ import json
 import random
 import subprocess
 import sys
-import time
 import warnings
 
 import numpy as np
@@ -235,22 +234,29 @@ def test_crashing_documents_are_refused_everywhere(models, tmp_path):
         assert field in msg, (job, field, msg)
 
 
-def test_probe_verdict_cached_and_fast(models):
-    """The probe refuses a crashing document once per process (its verdict cached) and passes
-    real models; probing a further model takes a fraction of a second."""
+def test_probe_verdict_cached_and_worker_reused(models, monkeypatch):
+    """The probe refuses a crashing document once per process (its verdict cached: asking
+    again runs no probe) and passes real models, each further one in the same worker process
+    (catboost imported once)."""
+    monkeypatch.setattr(cbc, "_verdicts", {})  # nothing probed yet in this process
     bad = _doc(models, "cat_sym")
     bad.pop("ctr_data")
-    for _ in range(2):
-        with pytest.raises(treeinner.ModelFormatError, match="CatBoost crashed"):
-            cbc.probe(bad)
-    t = time.perf_counter()
     with pytest.raises(treeinner.ModelFormatError, match="CatBoost crashed"):
         cbc.probe(bad)
-    assert time.perf_counter() - t < 0.05  # cached: no process involved
+    with monkeypatch.context() as m:
+
+        def fail(text, timeout):
+            raise AssertionError("a cached verdict was probed again")
+
+        m.setattr(cbc, "_run_probe", fail)
+        with pytest.raises(treeinner.ModelFormatError, match="CatBoost crashed"):
+            cbc.probe(bad)
+    pids = []
     for name in ("cat_depthwise", "cat_multi"):
-        t = time.perf_counter()
         cbc.probe(models["docs"][name])
-        assert time.perf_counter() - t < 5.0  # the worker is running: no catboost import
+        assert cbc._worker and cbc._worker[0].poll() is None
+        pids.append(cbc._worker[0].pid)
+    assert pids[0] == pids[1]
 
 
 def test_in_memory_models_are_not_probed(models, monkeypatch):

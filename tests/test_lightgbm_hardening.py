@@ -12,7 +12,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 import warnings
 from pathlib import Path
 
@@ -678,14 +677,13 @@ def test_random_mutations_refused_or_exact(texts, tmp_path):
     """Seeded random corruptions of every model's text (a number replaced by another or by
     garbage, a line deleted or duplicated, the file truncated; half with tree_sizes made to
     agree, so that LightGBM reads the corrupted trees): each is refused with a ModelFormatError
-    within a second, or read with LightGBM's margins and leaves on the same text. Where
+    (never another exception; a hang would be stopped by the suite's per-test timeout), or
+    read with LightGBM's margins and leaves on the same text. Where
     LightGBM refuses a text treeinner reads, only the parameters section differs (LightGBM's
     reader parses every parameter; treeinner checks those it uses): the trees are the original
     ones, and treeinner's margins are LightGBM's on the original text."""
     rng = np.random.default_rng(17)
     X = _rows()
-    for kind in KINDS:  # compile the kernels before timing
-        _quiet_load(texts[kind])
     originals = {}
     for kind in KINDS:
         originals[kind] = tmp_path / f"{kind}.txt"
@@ -696,14 +694,11 @@ def test_random_mutations_refused_or_exact(texts, tmp_path):
         text, what = _mutate(texts[kind], rng)
         if i % 2:
             text, what = _fix_sizes(text), what + " (tree_sizes fixed)"
-        start = time.perf_counter()
         try:
             ens = _quiet_load(text)
         except ModelFormatError:
             refused += 1
             ens = None
-        elapsed = time.perf_counter() - start
-        assert elapsed < 1.0, (kind, what, elapsed)
         if ens is not None:
             path = tmp_path / f"case{i}.txt"
             path.write_text(text)
@@ -738,14 +733,10 @@ def _json_paths(node, path=()):
 
 def test_random_dump_mutations_refused_or_read(texts):
     """Seeded random corruptions of dump_model() documents (a value replaced by one of another
-    type or range, a key removed) end in a ModelFormatError or a model, within a second:
-    never another exception."""
+    type or range, a key removed) end in a ModelFormatError or a model:
+    never another exception (nor a hang: the suite's per-test timeout stops one)."""
     rng = np.random.default_rng(5)
     docs = [lgb.Booster(model_str=texts[kind]).dump_model() for kind in KINDS]
-    for doc in docs:  # compile the kernels before timing
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            lgb_adapter.from_dump(doc)
     outcomes = {"refused": 0, "read": 0}
     for i in range(N_MUTATIONS):
         doc = json.loads(json.dumps(docs[i % len(docs)]))
@@ -758,7 +749,6 @@ def test_random_dump_mutations_refused_or_read(texts):
             del parent[path[-1]]
         else:
             parent[path[-1]] = _JSON_VALUES[int(rng.integers(len(_JSON_VALUES)))]
-        start = time.perf_counter()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -766,7 +756,6 @@ def test_random_dump_mutations_refused_or_read(texts):
             outcomes["read"] += 1
         except ModelFormatError:
             outcomes["refused"] += 1
-        assert time.perf_counter() - start < 1.0, path
     assert min(outcomes.values()) > N_MUTATIONS // 10, outcomes
 
 
